@@ -1,0 +1,37 @@
+# jaxrl_suite: the two quick-start commands and a few helpers.
+#   make reproduce   set up .venv, run every reproduction in quick mode, write results/
+#   make test        set up .venv with test extras, run the test suite
+PYTHON ?= python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export JAX_COMPILATION_CACHE_DIR ?= $(CURDIR)/.jax_cache
+export PYTHONHASHSEED := 0
+
+.PHONY: reproduce reproduce-full test test-slow bench venv clean
+
+$(VENV)/.installed: setup.cfg pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=python3 to use another)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+reproduce: venv
+	$(PY) -m experiments.reproduce --quick
+
+reproduce-full: venv
+	$(PY) -m experiments.reproduce
+
+test: venv
+	$(PY) -m pytest -q -n 2 --dist loadfile tests
+
+test-slow: venv
+	$(PY) -m pytest -q -m slow tests
+
+bench: venv
+	$(PY) -m experiments.bench_ppo
+
+clean:
+	rm -rf $(VENV) .jax_cache workdirs .pytest_cache

@@ -1,0 +1,724 @@
+r"""Reproduction: FORE (ratio-realizable OPE = linear MWL / IV-LSTDQ) vs the blog's claims.
+
+Claim under test: "fitted off-policy evaluation converges when the occupancy ratio d_pi/d_mu is
+representable in the hypothesis class -- that single condition is enough (no Bellman completeness,
+no operator stability)". Design doc: shared/design/fore.md; numpy reference fore_reference.py.
+
+Sections (all float64):
+  A. hub-and-spoke MDP: population values (FORE exact, FQE spectral radius, BRM and LSTDQ(psi)
+     bias), estimates vs n = 1e2..1e6 over many vmapped seeds (multinomial cell counts, exactly the
+     law of n i.i.d. transitions), RMSE and log-log slope, Wald and Poisson-bootstrap CI coverage;
+     an explicit per-sample i.i.d. check.
+  B. random families "moderate" / "severe" (features contain the ratio; Q never realizable).
+  C. ill-conditioning sweep: ratio stays exactly realizable while sigma_min(A) -> 0.
+  D. DOPE-style OPE table: one MDP, several target policies, trajectory data from mu; FORE and
+     every baseline; normalised absolute error, Spearman rank correlation, regret@1/@5.
+  E. RLDS round trip: CartPole-v1 behaviour rollouts -> tensorflow-datasets array_record -> read
+     back -> FORE (cluster-robust CI, estimated nu0) vs a Monte-Carlo truth.
+
+Run: python -m experiments.fore [--quick]   (see configs/fore.py)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from absl import app, flags, logging  # noqa: E402
+from ml_collections import config_flags  # noqa: E402
+import numpy as np  # noqa: E402
+from scipy import stats as sps  # noqa: E402
+import tqdm  # noqa: E402
+
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "configs", "fore.py"), "FORE reproduction config.")
+_QUICK = flags.DEFINE_bool("quick", False, "Quick mode (CI): small seeds/instances.")
+_WORKDIR = flags.DEFINE_string("workdir", "workdirs/fore", "Work directory (RLDS files).")
+_RESULTS = flags.DEFINE_string("results_dir", None, "Results directory (default <repo>/results).")
+
+NAME = "fore"
+
+
+def _jax():
+  import jax
+  jax.config.update("jax_enable_x64", True)
+  return jax
+
+
+# ------------------------------------------------------------------------------------------------
+# helpers
+# ------------------------------------------------------------------------------------------------
+def _build_kernels():
+  """Jitted vmapped estimators over weight vectors (one compile per input shape)."""
+  jax = _jax()
+  import jax.numpy as jnp
+  from jaxrl_suite.ope import baselines as B
+  from jaxrl_suite.ope import fore as F
+
+  @jax.jit
+  def fore_w(phi, phn, r, w, nu0, gamma):
+    res = jax.vmap(lambda ww: F.fore_core(phi, phn, r, ww, nu0, gamma))(w)
+    return res.value, res.se, res.cond, res.sigma_min
+
+  @jax.jit
+  def fore_iv_w(z, x, xn, r, w, nu0, gamma):
+    res = jax.vmap(lambda ww: F.fore_core(x, xn, r, ww, nu0, gamma, z=z))(w)
+    return res.value, res.se, res.cond, res.sigma_min
+
+  def fqe_w(phi, phn, r, w, nu0, gamma, iters):
+    f = jax.jit(jax.vmap(lambda ww: B.fqe(phi, phn, r, ww, nu0, gamma, max_iters=iters).value))
+    return f(w)
+
+  @jax.jit
+  def brm_w(phi, phn, r, w, nu0, gamma):
+    return jax.vmap(lambda ww: B.brm(phi, phn, r, ww, nu0, gamma))(w)
+
+  @jax.jit
+  def boot_w(key, phi, phn, r, w, nu0, gamma):
+    keys = jax.random.split(key, w.shape[0])
+    out = jax.vmap(lambda k, ww: F.poisson_bootstrap(k, phi, phn, r, ww, nu0, gamma, num_boot=_NB[0],
+                                                      weights_are_counts=True))(keys, w)
+    return out["ci_low"], out["ci_high"]
+
+  del jnp
+  return dict(fore=fore_w, iv=fore_iv_w, fqe=fqe_w, brm=brm_w, boot=boot_w)
+
+
+_NB = [200]  # number of bootstrap replicates (static inside the jitted kernel)
+
+
+def _counts(rng, n, probs, seeds):
+  return rng.multinomial(int(n), probs, size=seeds).astype(np.float64)
+
+
+def _ok(values, cond):
+  return np.isfinite(values) & np.isfinite(cond) & (cond < 1e12)
+
+
+def _binom_ci(k, n):
+  if n == 0:
+    return (np.nan, np.nan)
+  lo, hi = sps.binomtest(int(k), int(n)).proportion_ci(0.95, method="wilson")
+  return float(lo), float(hi)
+
+
+def _fmt(x, p=4):
+  return "inf" if not np.isfinite(x) else f"{x:.{p}g}"
+
+
+# ------------------------------------------------------------------------------------------------
+# A. hub MDP
+# ------------------------------------------------------------------------------------------------
+def hub_population():
+  from jaxrl_suite.ope import mdps as M
+  p = M.hub_mdp()
+  ex = M.problem_exact(p)
+  j_fore, theta, a_mat = M.population_iv(p.phi, p.phi, p.dmu, ex, p.gamma)
+  alpha = (1 - p.gamma) * np.linalg.solve(a_mat.T, p.phi.T @ ex["nu0_sa"])
+  fqe_vals, rho = M.population_fqe(p.phi, p.dmu, ex, p.gamma)
+  _, rho_w = M.population_fqe(p.phi, p.dmu, ex, p.gamma, weights=ex["w"])
+  psi = p.extra["psi"]
+  return dict(
+      J=ex["J"], fore=j_fore, fore_err=j_fore - ex["J"], w_err=float(np.abs(p.phi @ alpha - ex["w"]).max()),
+      cond_A=float(np.linalg.cond(a_mat)), qhat=(p.phi @ theta).tolist(), Q=ex["Q"].tolist(),
+      q_residual=M.span_residual(p.phi, ex["Q"], p.dmu), w_residual=M.span_residual(p.phi, ex["w"]),
+      fqe_rho=rho, fqe_values={str(k): v for k, v in fqe_vals.items()}, weighted_fqe_rho=rho_w,
+      brm=M.population_brm(p.phi, p.dmu, ex, p.gamma),
+      lstdq_psi=M.population_iv(psi, psi, p.dmu, ex, p.gamma)[0],
+      fore_iv=M.population_iv(p.phi, psi, p.dmu, ex, p.gamma)[0])
+
+
+def hub_finite(cfg, k, rng, key):
+  jax = _jax()
+  import jax.numpy as jnp
+  from jaxrl_suite.ope import fore as F
+  from jaxrl_suite.ope import mdps as M
+  p = M.hub_mdp()
+  truth = M.HUB_J
+  phi, phn, r, nu0 = (jnp.asarray(a) for a in M.cell_arrays(p))
+  psi, psn, _, nu0p = (jnp.asarray(a) for a in M.cell_arrays(p, p.extra["psi"]))
+  probs = M.cell_probs(p)
+  rows, raw = [], {}
+  for n in tqdm.tqdm(cfg.ns, desc="hub: n"):
+    w = jnp.asarray(_counts(rng, n, probs, cfg.hub_seeds))
+    v, se, cond, _ = (np.asarray(a) for a in k["fore"](phi, phn, r, w, nu0, p.gamma))
+    ok = _ok(v, cond)
+    fq = np.asarray(k["fqe"](phi, phn, r, w, nu0, p.gamma, cfg.fqe_iters))
+    br = np.asarray(k["brm"](phi, phn, r, w, nu0, p.gamma))
+    lp, _, condp, _ = (np.asarray(a) for a in k["fore"](psi, psn, r, w, nu0p, p.gamma))
+    iv, _, condi, _ = (np.asarray(a) for a in k["iv"](phi, psi, psn, r, w, nu0p, p.gamma))
+    ve = v[ok]
+    cov = np.abs(v - truth) <= 1.959963984540054 * se
+    rows.append(dict(
+        n=n, seeds=int(ok.size), refused=int((~ok).sum()), mean=float(ve.mean()), sd=float(ve.std()),
+        rmse=float(np.sqrt(np.mean((ve - truth) ** 2))), coverage=float(cov[ok].mean()),
+        coverage_ci=_binom_ci(cov[ok].sum(), ok.sum()), mean_se=float(se[ok].mean()),
+        fqe_median_abs=float(np.median(np.abs(fq))), fqe_inf_frac=float(np.mean(~np.isfinite(fq))),
+        brm_mean=float(br[np.isfinite(br)].mean()),
+        lstdq_psi_mean=float(lp[_ok(lp, condp)].mean()),
+        fore_iv_mean=float(iv[_ok(iv, condi)].mean()), fore_iv_sd=float(iv[_ok(iv, condi)].std())))
+    raw[n] = ve
+  # slope of log RMSE vs log n over n >= 1e3, with a seed-bootstrap CI
+  big = [n for n in cfg.ns if n >= 1000]
+  slope = float(np.polyfit(np.log10(big), np.log10([raw[n].std() * 0 + np.sqrt(np.mean((raw[n] - truth) ** 2)) for n in big]), 1)[0])
+  bs = []
+  brng = np.random.default_rng(123)
+  for _ in range(500):
+    rm = [np.sqrt(np.mean((raw[n][brng.integers(0, len(raw[n]), len(raw[n]))] - truth) ** 2)) for n in big]
+    bs.append(np.polyfit(np.log10(big), np.log10(rm), 1)[0])
+  slope_ci = (float(np.quantile(bs, 0.025)), float(np.quantile(bs, 0.975)))
+  # explicit per-sample i.i.d. draws at one n: same law as the cell counts
+  keys = jax.random.split(key, cfg.iid_check_seeds + 1)
+  phis = jnp.asarray(p.phi)
+  phps = jnp.asarray(M.expected_next_features(p.phi, p.pi))
+  rsa = jnp.asarray(p.R.reshape(-1))
+
+  @jax.jit
+  def iid_one(kk):
+    x, sp = M.sample_transitions(kk, p, cfg.iid_check_n)
+    res = F.fore_core(phis[x], phps[sp], rsa[x], jnp.ones(cfg.iid_check_n), nu0, p.gamma)
+    return res.value, res.se
+
+  iv_vals, iv_se = [], []
+  for kk in keys[1:]:
+    a, b = iid_one(kk)
+    iv_vals.append(float(a))
+    iv_se.append(float(b))
+  iv_vals, iv_se = np.array(iv_vals), np.array(iv_se)
+  iid = dict(n=cfg.iid_check_n, seeds=cfg.iid_check_seeds, mean=float(iv_vals.mean()),
+             rmse=float(np.sqrt(np.mean((iv_vals - truth) ** 2))),
+             coverage=float(np.mean(np.abs(iv_vals - truth) <= 1.96 * iv_se)))
+  # Poisson-bootstrap percentile CI coverage
+  _NB[0] = cfg.num_boot
+  boot = []
+  for n in cfg.boot_ns:
+    w = jnp.asarray(_counts(rng, n, probs, cfg.boot_seeds))
+    lo, hi = (np.asarray(a) for a in k["boot"](keys[0], phi, phn, r, w, nu0, p.gamma))
+    c = (lo <= truth) & (truth <= hi)
+    ok = np.isfinite(lo) & np.isfinite(hi)
+    boot.append(dict(n=n, coverage=float(c[ok].mean()), coverage_ci=_binom_ci(c[ok].sum(), ok.sum()),
+                     mean_width=float((hi - lo)[ok].mean())))
+  return dict(rows=rows, slope=slope, slope_ci=slope_ci, iid_check=iid, bootstrap=boot)
+
+
+# ------------------------------------------------------------------------------------------------
+# B. random families
+# ------------------------------------------------------------------------------------------------
+def families(cfg, k, rng):
+  import jax.numpy as jnp
+  from jaxrl_suite.ope import mdps as M
+  out = {}
+  for fam in ("moderate", "severe"):
+    insts, st = [], dict(fore=[], ctrl=[], brm=[], rho=[], cond=[], qres=[], fqe_conv=[], wmax=[])
+    for _ in tqdm.tqdm(range(cfg.family_population_mdps), desc=f"{fam}: population"):
+      p = M.random_mdp(rng, fam)
+      ex = M.problem_exact(p)
+      jf, _, a_mat = M.population_iv(p.phi, p.phi, p.dmu, ex, p.gamma)
+      jc = M.population_iv(p.extra["ctrl"], p.extra["ctrl"], p.dmu, ex, p.gamma)[0]
+      vals, rho = M.population_fqe(p.phi, p.dmu, ex, p.gamma, iters=(200, 3000))
+      st["fore"].append(abs(jf - ex["J"]) / abs(ex["J"]))
+      st["ctrl"].append(abs(jc - ex["J"]) / abs(ex["J"]))
+      st["brm"].append(abs(M.population_brm(p.phi, p.dmu, ex, p.gamma) - ex["J"]) / abs(ex["J"]))
+      st["rho"].append(rho)
+      st["cond"].append(np.linalg.cond(a_mat))
+      st["qres"].append(M.span_residual(p.phi, ex["Q"] - p.dmu @ ex["Q"], p.dmu))
+      st["wmax"].append(ex["w"].max())
+      if rho < 0.999:
+        st["fqe_conv"].append(abs(vals[3000] - ex["J"]) / abs(ex["J"]))
+      insts.append((rho, p, ex))
+    s = {kk: np.array(v) for kk, v in st.items()}
+    pop = dict(mdps=len(insts), fore_rel_err_max=float(s["fore"].max()),
+               ctrl_rel_err_median=float(np.median(s["ctrl"])), ctrl_rel_err_p90=float(np.quantile(s["ctrl"], 0.9)),
+               brm_rel_err_median=float(np.median(s["brm"])), brm_rel_err_p90=float(np.quantile(s["brm"], 0.9)),
+               fqe_rho_median=float(np.median(s["rho"])), fqe_diverge_frac=float(np.mean(s["rho"] > 1)),
+               fqe_converged_max_rel_err=float(s["fqe_conv"].max()) if len(s["fqe_conv"]) else None,
+               cond_median=float(np.median(s["cond"])), cond_max=float(s["cond"].max()),
+               q_residual_min=float(s["qres"].min()), w_max_median=float(np.median(s["wmax"])))
+    pool = [x for x in insts if x[0] > 1] if fam == "severe" else insts
+    tries = 0
+    while fam == "severe" and len(pool) < cfg.family_mdps and tries < 2000:
+      p = M.random_mdp(rng, fam)
+      ex = M.problem_exact(p)
+      _, rho = M.population_fqe(p.phi, p.dmu, ex, p.gamma, iters=(1,))
+      if rho > 1:
+        pool.append((rho, p, ex))
+      tries += 1
+    pool = pool[:cfg.family_mdps]
+    rows = []
+    for n in tqdm.tqdm(cfg.ns, desc=f"{fam}: n"):
+      fe, ce, cov, fq = [], [], [], []
+      for rho, p, ex in pool:
+        phi, phn, r, nu0 = (jnp.asarray(a) for a in M.cell_arrays(p))
+        ph2, pn2, _, nu02 = (jnp.asarray(a) for a in M.cell_arrays(p, p.extra["ctrl"]))
+        w = jnp.asarray(_counts(rng, n, M.cell_probs(p), cfg.family_seeds))
+        v, se, cond, _ = (np.asarray(a) for a in k["fore"](phi, phn, r, w, nu0, p.gamma))
+        ok = _ok(v, cond)
+        J = ex["J"]
+        fe.append(np.where(ok, np.abs(v - J) / J, np.nan))
+        cov.append(np.where(ok, np.abs(v - J) <= 1.96 * se, np.nan))
+        vc, _, condc, _ = (np.asarray(a) for a in k["fore"](ph2, pn2, r, w, nu02, p.gamma))
+        ce.append(np.where(_ok(vc, condc), np.abs(vc - J) / J, np.nan))
+        fv = np.asarray(k["fqe"](phi, phn, r, w, nu0, p.gamma, cfg.fqe_iters))
+        fq.append(np.abs(fv - J) / J)
+      fe, ce, cov, fq = (np.concatenate(a) for a in (fe, ce, cov, fq))
+      cv = cov[np.isfinite(cov)]
+      rows.append(dict(n=n, fore_median=float(np.nanmedian(fe)), fore_p90=float(np.nanquantile(fe, 0.9)),
+                       refused=int(np.isnan(fe).sum()), coverage=float(cv.mean()),
+                       coverage_ci=_binom_ci(cv.sum(), len(cv)), ctrl_median=float(np.nanmedian(ce)),
+                       fqe_median=float(np.median(fq))))
+    out[fam] = dict(population=pop, finite=rows, finite_mdps=len(pool),
+                    finite_fqe_rho=[float(x[0]) for x in pool])
+  return out
+
+
+# ------------------------------------------------------------------------------------------------
+# C. ill-conditioning sweep
+# ------------------------------------------------------------------------------------------------
+def sweep(cfg, k, rng):
+  import jax.numpy as jnp
+  from jaxrl_suite.ope import fore as F
+  from jaxrl_suite.ope import mdps as M
+  out = {}
+  # C1: hub, instruments phi (contain w), value class X_t; B_t singular at t*
+  p = M.hub_mdp()
+  ex = M.problem_exact(p)
+  tstar = M.hub_singular_t()
+  zc, _, r, _ = (jnp.asarray(a) for a in M.cell_arrays(p))
+  probs = M.cell_probs(p)
+  rows = []
+  for frac in cfg.sweep_fracs:
+    x = M.hub_singular_path(frac * tstar)
+    b_mat = p.phi.T @ (p.dmu[:, None] * (x - p.gamma * ex["Ppi"] @ x))
+    xc, xn, _, nu0 = (jnp.asarray(a) for a in M.cell_arrays(p, x))
+    w = jnp.asarray(_counts(rng, cfg.sweep_n, probs, cfg.sweep_seeds))
+    v, se, cond, smin = (np.asarray(a) for a in k["iv"](zc, xc, xn, r, w, nu0, p.gamma))
+    res = F.ForeResult(*(np.zeros_like(v),) * 6 + (smin, cond) + (np.zeros_like(v),) * 5)
+    flagged = F.check_conditioning(res, np.float64, "ignore")
+    err = np.abs(v - ex["J"])
+    rows.append(dict(t_frac=frac, sigma_min_pop=float(np.linalg.svd(b_mat)[1].min()),
+                     w_residual=M.span_residual(p.phi, ex["w"]),
+                     median_abs_err=float(np.nanmedian(np.where(np.isfinite(err), err, np.nan))),
+                     sd=float(np.nanstd(np.where(np.isfinite(v), v, np.nan))),
+                     flagged_frac=float(flagged.mean()),
+                     coverage=float(np.mean(err[~flagged] <= 1.96 * se[~flagged])) if (~flagged).any() else None))
+  out["C1_hub"] = dict(t_star=tstar, J=ex["J"], rows=rows)
+  # C2: random moderate MDP, W = F = span[phi, g_t], det A_1 = 0
+  p = M.random_mdp(np.random.default_rng(7), "moderate")
+  ex = M.problem_exact(p)
+  path = M.random_singular_path(p)
+  probs = M.cell_probs(p)
+  rows = []
+  for t in cfg.sweep_fracs:
+    x = path(t)
+    a_mat = x.T @ (p.dmu[:, None] * (x - p.gamma * ex["Ppi"] @ x))
+    xc, xn, r, nu0 = (jnp.asarray(a) for a in M.cell_arrays(p, x))
+    w = jnp.asarray(_counts(rng, cfg.sweep_n, probs, cfg.sweep_seeds))
+    v, se, cond, smin = (np.asarray(a) for a in k["fore"](xc, xn, r, w, nu0, p.gamma))
+    res = F.ForeResult(*(np.zeros_like(v),) * 6 + (smin, cond) + (np.zeros_like(v),) * 5)
+    flagged = F.check_conditioning(res, np.float64, "ignore")
+    err = np.abs(v - ex["J"])
+    rows.append(dict(t_frac=t, sigma_min_pop=float(np.linalg.svd(a_mat)[1].min()),
+                     w_residual=M.span_residual(x, ex["w"]),
+                     median_abs_err=float(np.nanmedian(np.where(np.isfinite(err), err, np.nan))),
+                     sd=float(np.nanstd(np.where(np.isfinite(v), v, np.nan))),
+                     flagged_frac=float(flagged.mean()),
+                     coverage=float(np.mean(err[~flagged] <= 1.96 * se[~flagged])) if (~flagged).any() else None))
+  out["C2_random"] = dict(J=ex["J"], rows=rows)
+  return out
+
+
+# ------------------------------------------------------------------------------------------------
+# D. DOPE-style table
+# ------------------------------------------------------------------------------------------------
+DOPE_METHODS = ("FORE", "LSTDQ", "MWL", "DualDICE", "GradientDICE", "FQE", "BRM", "FORE-ctrl",
+                "IS", "WIS", "PDIS", "WPDIS", "DR")
+
+
+def dope(cfg, key, rng):
+  jax = _jax()
+  import jax.numpy as jnp
+  from jaxrl_suite.ope import baselines as B
+  from jaxrl_suite.ope import fore as F
+  from jaxrl_suite.ope import mdps as M
+  prob, pis = M.multi_policy_mdp(rng, cfg.dope_policies, horizon=cfg.dope_horizon)
+  S, A = prob.num_states, prob.num_actions
+  N, H, g = cfg.dope_traj, cfg.dope_horizon, prob.gamma
+  truths = np.array([M.exact(prob.P, prob.R, pk, prob.d0, g)["J"] for pk in pis])
+  keys = jax.random.split(key, cfg.dope_seeds)
+  trajs = jax.jit(jax.vmap(lambda kk: M.sample_trajectories(kk, prob.P, prob.R, prob.mu, prob.d0, N, H)))(keys)
+  cid = jnp.repeat(jnp.arange(N), H)
+  mask = jnp.ones((N, H), bool)
+  ones = jnp.ones(N * H)
+  mu_t = jnp.asarray(prob.mu)
+
+  @jax.jit
+  def one(tr, phi_t, phipi_t, nu0, pi_t, ctrl_t, ctrlpi_t, nu0c):
+    s, a, r, sp = tr["states"], tr["actions"], tr["rewards"], tr["next_states"]
+    x = (s * A + a).reshape(-1)
+    phi, phn, rr = phi_t[x], phipi_t[sp.reshape(-1)], r.reshape(-1)
+    res = F.fore_core(phi, phn, rr, ones, nu0, g, cluster_ids=cid, num_clusters=N)
+    pi_p, mu_p = pi_t[s, a], mu_t[s, a]
+    q_taken = (phi @ res.theta).reshape(N, H)
+    v_state = (phipi_t[s.reshape(-1)] @ res.theta).reshape(N, H)
+    return dict(
+        FORE=res.value, FORE_se=res.se, LSTDQ=B.lstdq(phi, phn, rr, ones, nu0, g),
+        MWL=B.mwl(phi, phn, rr, ones, nu0, g)[0], DualDICE=B.dualdice(phi, phn, rr, ones, nu0, g)[0],
+        GradientDICE=B.gradientdice(phi, phn, rr, ones, nu0, g)[0],
+        FQE=B.fqe(phi, phn, rr, ones, nu0, g, max_iters=cfg.dope_fqe_iters, tol=1e-10).value,
+        BRM=B.brm(phi, phn, rr, ones, nu0, g),
+        **{"FORE-ctrl": B.lstdq(ctrl_t[x], ctrlpi_t[sp.reshape(-1)], rr, ones, nu0c, g)},
+        IS=B.is_estimate(r, pi_p, mu_p, mask, g), WIS=B.wis(r, pi_p, mu_p, mask, g),
+        PDIS=B.pdis(r, pi_p, mu_p, mask, g), WPDIS=B.wpdis(r, pi_p, mu_p, mask, g),
+        DR=B.doubly_robust(r, pi_p, mu_p, mask, q_taken, v_state, g), cond=res.cond)
+
+  vone = jax.jit(jax.vmap(one, in_axes=(0,) + (None,) * 7))
+  est = {m: np.zeros((cfg.dope_seeds, len(pis))) for m in DOPE_METHODS + ("FORE_se", "cond")}
+  ctrl = prob.extra["ctrl"]
+  for kk, pk in enumerate(tqdm.tqdm(pis, desc="dope: policies")):
+    out = vone(trajs, jnp.asarray(prob.phi), jnp.asarray(M.expected_next_features(prob.phi, pk)),
+               jnp.asarray(M.nu0_of(prob.phi, pk, prob.d0)), jnp.asarray(pk), jnp.asarray(ctrl),
+               jnp.asarray(M.expected_next_features(ctrl, pk)), jnp.asarray(M.nu0_of(ctrl, pk, prob.d0)))
+    for m in est:
+      est[m][:, kk] = np.asarray(out[m])
+  rng_v = truths.max() - truths.min()
+  table = {}
+  for m in DOPE_METHODS:
+    e = est[m]
+    finite = np.isfinite(e).all(1)
+    abs_err = np.where(np.isfinite(e), np.abs(e - truths[None]) / rng_v, np.inf).mean(1)
+    sp = np.array([sps.spearmanr(e[i], truths).statistic if finite[i] else np.nan for i in range(len(e))])
+    order = np.argsort(-np.where(np.isfinite(e), e, -np.inf), axis=1)
+    reg1 = (truths.max() - truths[order[:, 0]]) / rng_v
+    reg5 = (truths.max() - truths[order[:, :5]].max(1)) / rng_v
+    fin = abs_err[np.isfinite(abs_err)]
+    table[m] = dict(
+        norm_abs_err_median=float(np.median(abs_err)),
+        norm_abs_err_mean_ci=_mean_ci(fin) if len(fin) > 1 else None,
+        spearman_mean_ci=_mean_ci(sp[np.isfinite(sp)]) if np.isfinite(sp).sum() > 1 else None,
+        regret1_mean_ci=_mean_ci(reg1), regret5_mean_ci=_mean_ci(reg5),
+        nonfinite_frac=float(np.mean(~finite)))
+  cov = np.abs(est["FORE"] - truths[None]) <= 1.96 * est["FORE_se"]
+  eq = {m: float(np.nanmax(np.abs(est[m] - est["FORE"]))) for m in ("LSTDQ", "MWL", "DualDICE", "GradientDICE")}
+  fqe_ok = np.isfinite(est["FQE"])
+  eq["FQE (when converged)"] = float(np.max(np.abs(est["FQE"] - est["FORE"])[fqe_ok])) if fqe_ok.any() else None
+  return dict(truths=truths.tolist(), value_range=float(rng_v), table=table,
+              fore_coverage=float(cov.mean()), fore_coverage_ci=_binom_ci(cov.sum(), cov.size),
+              equivalence_max_abs_diff=eq, cond_median=float(np.median(est["cond"])),
+              horizon_bias_bound=float(g ** H * prob.R.max() / (1 - g)))
+
+
+def _mean_ci(x):
+  from jaxrl_suite.core.stats import mean_ci
+  return list(mean_ci(np.asarray(x, np.float64)))
+
+
+# ------------------------------------------------------------------------------------------------
+# E. RLDS CartPole
+# ------------------------------------------------------------------------------------------------
+def cartpole_rlds(cfg, key, workdir):
+  jax = _jax()
+  import gymnax
+  import jax.numpy as jnp
+  from jaxrl_suite.ope import baselines as B
+  from jaxrl_suite.ope import datasets as D
+  from jaxrl_suite.ope import fore as F
+  env, params = gymnax.make("CartPole-v1")
+  max_steps = int(params.max_steps_in_episode)
+  mu = D.linear_softmax_policy(D.CARTPOLE_WEIGHTS, cfg.cartpole_mu_temp)
+  pi = D.linear_softmax_policy(D.CARTPOLE_WEIGHTS, cfg.cartpole_pi_temp)
+  k1, k2, k3 = jax.random.split(key, 3)
+  ro = D.rollout_gymnax(k1, env, params, mu, cfg.cartpole_episodes, max_steps)
+  eps = D.rollouts_to_episodes(ro)
+  data_dir = os.path.join(workdir, "rlds")
+  shutil.rmtree(data_dir, ignore_errors=True)
+  t0 = time.time()
+  bdir = D.write_rlds(eps, data_dir)
+  back = D.read_rlds(bdir)
+  io_s = time.time() - t0
+  same = len(back) == len(eps) and all(
+      np.array_equal(a["steps"][f], b["steps"][f]) for a, b in zip(eps, back) for f in a["steps"])
+  tr = D.episodes_to_transitions(back, D.poly_action_features, pi)
+  f64 = lambda a: jnp.asarray(a, jnp.float64)
+  import warnings
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    res = F.fore(f64(tr["phi"]), f64(tr["phi_next"]), f64(tr["rewards"]), f64(tr["nu0"]),
+                 cfg.cartpole_gamma, cluster_ids=np.asarray(tr["cluster_ids"]), on_ill_conditioned="warn")
+  truth, truth_se = D.monte_carlo_value(k2, env, params, pi, cfg.cartpole_gamma, cfg.cartpole_mc_episodes, max_steps)
+  mu_value, _ = D.monte_carlo_value(k2, env, params, mu, cfg.cartpole_gamma, cfg.cartpole_mc_episodes, max_steps)
+  # IS family on the padded episodes
+  E = len(back)
+  T = max(len(e["steps"]["reward"]) - 1 for e in back)
+  rew, pp, mp, msk = (np.zeros((E, T)) for _ in range(4))
+  ids = np.asarray(tr["cluster_ids"])
+  stp = np.asarray(tr["step"])
+  rew[ids, stp] = np.asarray(tr["rewards"])
+  pp[ids, stp] = np.asarray(tr["pi_probs"])
+  mp[ids, stp] = np.asarray(tr["mu_probs"])
+  msk[ids, stp] = 1
+  pp[msk == 0] = 1.0
+  mp[msk == 0] = 1.0
+  args = (f64(rew), f64(pp), f64(mp), jnp.asarray(msk, bool), cfg.cartpole_gamma)
+  ncl = int(ids.max()) + 1
+  boot = F.poisson_bootstrap(k3, f64(tr["phi"]), f64(tr["phi_next"]), f64(tr["rewards"]),
+                             jnp.ones(len(ids)), f64(tr["nu0"]), cfg.cartpole_gamma,
+                             num_boot=cfg.cartpole_boot, cluster_ids=jnp.asarray(ids), num_clusters=ncl)
+  return dict(episodes=E, transitions=int(len(ids)), mean_length=float(ro["length"].mean()),
+              roundtrip_identical=bool(same), rlds_write_read_s=io_s, builder_dir=bdir,
+              truth=truth, truth_se=truth_se, behaviour_value=mu_value,
+              fore=float(res.value), fore_se=float(res.se), fore_ci=[float(res.ci_low), float(res.ci_high)],
+              fore_boot_ci=[float(boot["ci_low"]), float(boot["ci_high"])],
+              cond_A=float(res.cond), ess=float(res.ess), frac_negative_w=float(res.frac_negative_w),
+              WIS=float(B.wis(*args)), PDIS=float(B.pdis(*args)), WPDIS=float(B.wpdis(*args)))
+
+
+# ------------------------------------------------------------------------------------------------
+# report
+# ------------------------------------------------------------------------------------------------
+def _claims(R):
+  from jaxrl_suite.core.results import claim
+  hp, hf = R["hub_population"], R["hub_finite"]
+  rows = hf["rows"]
+  cl = []
+  cl.append(claim(
+      "Ratio realizable in span(phi) (Q not realizable, no completeness) => FORE exact in the population",
+      "blog: converges with only ratio realizability; design: hub J = 45/38 exactly",
+      f"hub |J_FORE - 45/38| = {abs(hp['fore_err']):.1e}; w_hat = w to {hp['w_err']:.1e}; random "
+      f"families max rel. err {R['families']['moderate']['population']['fore_rel_err_max']:.1e} / "
+      f"{R['families']['severe']['population']['fore_rel_err_max']:.1e}",
+      "reproduced", detail="Exact because A is invertible here (cond(A) = %.2f on the hub)." % hp["cond_A"]))
+  lo, hi = hf["slope_ci"]
+  cl.append(claim("FORE is root-n consistent (RMSE ~ n^-1/2)", "design prototype slope -0.519 (n=1e3..1e6)",
+                  f"slope {hf['slope']:.3f}", "reproduced" if lo <= -0.5 <= hi or abs(hf["slope"] + 0.5) < 0.05
+                  else "partly reproduced", ci95=hf["slope_ci"]))
+  big = [r for r in rows if r["n"] >= 1000]
+  cov_all = np.mean([r["coverage"] for r in big])
+  bad_cov = [r for r in big if not (r["coverage_ci"][0] <= 0.95 <= r["coverage_ci"][1])]
+  cl.append(claim("Sandwich 95% CI covers at the nominal rate (hub, n >= 1e3)", "design: 0.925-0.965",
+                  f"mean coverage {cov_all:.3f}; per n: " + ", ".join(f"{r['n']:.0e}: {r['coverage']:.3f}" for r in big),
+                  "reproduced" if not bad_cov else "partly reproduced",
+                  ci95=(min(r["coverage_ci"][0] for r in big), max(r["coverage_ci"][1] for r in big))))
+  sev = R["families"]["severe"]["finite"]
+  cl.append(claim("CI coverage under severe shift (heavy ratio tails)", "design: Wald under-covers (0.65-0.73) until n = 1e6",
+                  "severe family coverage by n: " + ", ".join(f"{r['n']:.0e}: {r['coverage']:.2f}" for r in sev),
+                  "reproduced" if min(r["coverage"] for r in sev) < 0.9 else "not reproduced",
+                  detail="Here 'reproduced' means the under-coverage seen in the design prototype is seen again."))
+  cl.append(claim("Plain iterative FQE diverges on the same data (infinite data)", "design: rho = 1.1516 on the hub",
+                  f"rho = {hp['fqe_rho']:.4f}; |J_FQE| after 200 iters = {_fmt(hp['fqe_values']['200'])}; finite-n "
+                  f"median |J_FQE(K={R['config']['fqe_iters']})| at n=1e6 = {_fmt(rows[-1]['fqe_median_abs'])}",
+                  "reproduced" if hp["fqe_rho"] > 1 else "not reproduced",
+                  detail=f"Ratio-weighted FQE (exact w) has rho = {hp['weighted_fqe_rho']:.3f} <= sqrt(gamma)."))
+  cl.append(claim("BRM and LSTDQ on a class without w are biased even with infinite data",
+                  "design: BRM 0.684147 (-42%), LSTDQ(psi) 2.271293 (+92%)",
+                  f"BRM {hp['brm']:.6f}, LSTDQ(psi) {hp['lstdq_psi']:.6f}, FORE-IV(Z=phi, X=psi) {hp['fore_iv']:.6f}",
+                  "reproduced" if abs(hp["brm"] - 0.684147) < 1e-5 and abs(hp["lstdq_psi"] - 2.271293) < 1e-5
+                  else "not reproduced"))
+  eq = R["dope"]["equivalence_max_abs_diff"]
+  eqmax = max(v for kk, v in eq.items() if v is not None and kk != "FQE (when converged)")
+  cl.append(claim("Linear MWL = DualDICE = GradientDICE = LSTDQ = FORE (same features)", "design: identical (4e-16)",
+                  f"max |diff| over DOPE runs {eqmax:.1e}", "reproduced" if eqmax < 1e-6 else "not reproduced"))
+  c1 = R["sweep"]["C1_hub"]["rows"]
+  c2 = R["sweep"]["C2_random"]["rows"]
+  cl.append(claim("'Only one condition': ratio realizability alone suffices, no operator stability needed",
+                  "blog: ratio realizability is the single condition",
+                  f"with w exactly realizable, median |err| grows {c1[0]['median_abs_err']:.3f} -> "
+                  f"{c1[-1]['median_abs_err']:.2f} (hub, J=1.18) and {c2[0]['median_abs_err']:.3f} -> "
+                  f"{max(r['median_abs_err'] for r in c2):.2f} (random, J={R['sweep']['C2_random']['J']:.2f}) as "
+                  f"sigma_min(A) -> 0; at the singular point {c1[-1]['flagged_frac']:.0%} / {c2[-1]['flagged_frac']:.0%} "
+                  "of estimates are refused as unidentified",
+                  "contradicted",
+                  detail="FORE needs (1) ratio OR Q realizable, (2) A nonsingular (identification), (3) finite "
+                         "E[w^2 delta^2] (coverage). Completeness is indeed not needed."))
+  tb = R["dope"]["table"]
+  best = sorted(DOPE_METHODS, key=lambda m: tb[m]["norm_abs_err_median"])
+  cl.append(claim("DOPE-style table: FORE with ratio-containing features vs baselines",
+                  "(no paper number; DOPE found FQE/model-based best, IS/DICE worse)",
+                  "ranking by median normalised |err|: " + " < ".join(best[:6]) + " ...; FORE spearman "
+                  f"{tb['FORE']['spearman_mean_ci'][0]:.3f}",
+                  "inconclusive", detail="Descriptive. FORE = LSTDQ = MWL = DualDICE by construction; the DICE "
+                  "family here is linear and closed-form, unlike the neural DICE in DOPE."))
+  cp = R["cartpole"]
+  inside = cp["fore_ci"][0] <= cp["truth"] <= cp["fore_ci"][1]
+  cl.append(claim("RLDS round trip (gymnax CartPole -> TFDS array_record -> FORE)", "issue: round trip + estimate",
+                  f"identical={cp['roundtrip_identical']}; FORE {cp['fore']:.2f} +- {1.96 * cp['fore_se']:.2f} vs MC "
+                  f"truth {cp['truth']:.2f} (behaviour {cp['behaviour_value']:.2f})",
+                  "reproduced" if cp["roundtrip_identical"] and inside else "partly reproduced",
+                  ci95=cp["fore_ci"], detail="Polynomial features do not contain CartPole's ratio; any error is "
+                  "realizability, not I/O."))
+  return cl
+
+
+def _markdown(R):
+  hp, hf = R["hub_population"], R["hub_finite"]
+  L = ["## A. Hub-and-spoke MDP (J = 45/38 = 1.184211)", "",
+       f"Population: FORE error {hp['fore_err']:.1e}, w_hat error {hp['w_err']:.1e}, cond(A) {hp['cond_A']:.2f}; "
+       f"Q residual on span(phi) {hp['q_residual']:.3f}; FQE rho {hp['fqe_rho']:.4f} "
+       f"(values by iteration {', '.join(f'K={k}: {_fmt(v)}' for k, v in hp['fqe_values'].items())}); "
+       f"BRM {hp['brm']:.6f}; LSTDQ(psi) {hp['lstdq_psi']:.6f}; FORE-IV {hp['fore_iv']:.12f}; "
+       f"ratio-weighted FQE rho {hp['weighted_fqe_rho']:.3f}.", "",
+       "| n | seeds | refused | FORE mean (sd) | RMSE | Wald cov. [95% CI] | FQE K=200 median abs | BRM mean | LSTDQ(psi) mean | FORE-IV mean (sd) |",
+       "|---|---|---|---|---|---|---|---|---|---|"]
+  for r in hf["rows"]:
+    L.append(f"| {r['n']:.0e} | {r['seeds']} | {r['refused']} | {r['mean']:.4f} ({r['sd']:.4f}) | {r['rmse']:.2e} | "
+             f"{r['coverage']:.3f} [{r['coverage_ci'][0]:.3f}, {r['coverage_ci'][1]:.3f}] | {_fmt(r['fqe_median_abs'], 3)} | "
+             f"{r['brm_mean']:.4f} | {r['lstdq_psi_mean']:.4f} | {r['fore_iv_mean']:.4f} ({r['fore_iv_sd']:.4f}) |")
+  ic = hf["iid_check"]
+  L += ["", f"log10 RMSE vs log10 n slope (n >= 1e3): **{hf['slope']:.3f}** (95% seed-bootstrap CI "
+        f"[{hf['slope_ci'][0]:.3f}, {hf['slope_ci'][1]:.3f}]).",
+        f"Explicit i.i.d. samples (not cell counts) at n = {ic['n']}: mean {ic['mean']:.4f}, RMSE {ic['rmse']:.4f}, "
+        f"coverage {ic['coverage']:.3f} over {ic['seeds']} seeds.",
+        "Poisson-bootstrap percentile CI coverage: " + "; ".join(
+            f"n={b['n']:.0e}: {b['coverage']:.3f} [{b['coverage_ci'][0]:.3f}, {b['coverage_ci'][1]:.3f}], width {b['mean_width']:.4f}"
+            for b in hf["bootstrap"]), ""]
+  for fam, F in R["families"].items():
+    p = F["population"]
+    L += [f"## B. Random family '{fam}'", "",
+          f"Population ({p['mdps']} MDPs): FORE max rel. err {p['fore_rel_err_max']:.1e}; min centred-Q residual "
+          f"{p['q_residual_min']:.3f} (never realizable); FQE rho median {p['fqe_rho_median']:.3f}, diverges in "
+          f"{p['fqe_diverge_frac']:.1%}; FQE when converging max rel. err {p['fqe_converged_max_rel_err']}; "
+          f"BRM rel. err median {p['brm_rel_err_median']:.3f} (p90 {p['brm_rel_err_p90']:.3f}); control LSTDQ "
+          f"(no w) median {p['ctrl_rel_err_median']:.3f} (p90 {p['ctrl_rel_err_p90']:.3f}); cond(A) median "
+          f"{p['cond_median']:.1f}, max {p['cond_max']:.3g}.", "",
+          f"Finite n: {F['finite_mdps']} MDPs" + (" (all with diverging FQE)" if fam == "severe" else "") +
+          f" x {R['config']['family_seeds']} seeds, relative error |J_hat - J|/J.", "",
+          "| n | FORE median | FORE p90 | refused | Wald cov. [95% CI] | control LSTDQ median | FQE(K=200) median |",
+          "|---|---|---|---|---|---|---|"]
+    for r in F["finite"]:
+      L.append(f"| {r['n']:.0e} | {r['fore_median']:.4f} | {r['fore_p90']:.4f} | {r['refused']} | {r['coverage']:.3f} "
+               f"[{r['coverage_ci'][0]:.3f}, {r['coverage_ci'][1]:.3f}] | {r['ctrl_median']:.4f} | {_fmt(r['fqe_median'], 3)} |")
+    L.append("")
+  for name, S in R["sweep"].items():
+    L += [f"## C. Ill-conditioning sweep {name} (J = {S['J']:.4f}; ratio residual stays ~1e-16)", "",
+          "| t / t* | sigma_min (population) | median abs err (n=1e4) | sd | refused by check | Wald cov. (kept) |",
+          "|---|---|---|---|---|---|"]
+    for r in S["rows"]:
+      cov = "-" if r["coverage"] is None else f"{r['coverage']:.3f}"
+      L.append(f"| {r['t_frac']} | {r['sigma_min_pop']:.2e} | {r['median_abs_err']:.3g} | {r['sd']:.3g} | "
+               f"{r['flagged_frac']:.2f} | {cov} |")
+    L.append("")
+  D = R["dope"]
+  L += ["## D. DOPE-style OPE table", "",
+        f"{len(D['truths'])} target policies, true values {min(D['truths']):.3f}..{max(D['truths']):.3f}; "
+        f"{R['config']['dope_traj']} trajectories x {R['config']['dope_horizon']} steps of mu per seed, "
+        f"{R['config']['dope_seeds']} seeds. Trajectory IS estimators target the H-truncated value "
+        f"(bias <= {D['horizon_bias_bound']:.3f}). FORE-ctrl = LSTDQ on features without the ratios. "
+        f"FORE cluster-robust CI coverage {D['fore_coverage']:.3f} "
+        f"[{D['fore_coverage_ci'][0]:.3f}, {D['fore_coverage_ci'][1]:.3f}]; median cond(A) {D['cond_median']:.1f}.", "",
+        "| method | norm. abs err median | norm. abs err mean [95% CI] | Spearman mean [95% CI] | regret@1 | regret@5 | non-finite |",
+        "|---|---|---|---|---|---|---|"]
+  ci = lambda c: "-" if c is None else f"{c[0]:.3g} [{c[1]:.3g}, {c[2]:.3g}]"
+  for m in DOPE_METHODS:
+    t = D["table"][m]
+    L.append(f"| {m} | {t['norm_abs_err_median']:.4g} | {ci(t['norm_abs_err_mean_ci'])} | {ci(t['spearman_mean_ci'])} | "
+             f"{t['regret1_mean_ci'][0]:.3f} | {t['regret5_mean_ci'][0]:.3f} | {t['nonfinite_frac']:.2f} |")
+  L += ["", "Max |estimate - FORE| over all runs: " + ", ".join(
+      f"{k}: {'-' if v is None else f'{v:.1e}'}" for k, v in D["equivalence_max_abs_diff"].items()), ""]
+  C = R["cartpole"]
+  L += ["## E. RLDS round trip (CartPole-v1)", "",
+        f"{C['episodes']} behaviour episodes ({C['transitions']} transitions, mean length {C['mean_length']:.1f}) written "
+        f"as an RLDS-shaped array_record TFDS dataset and read back (identical: {C['roundtrip_identical']}, "
+        f"{C['rlds_write_read_s']:.1f} s). FORE (poly features, cluster-robust SE, estimated nu0): "
+        f"{C['fore']:.3f}, Wald CI [{C['fore_ci'][0]:.3f}, {C['fore_ci'][1]:.3f}], cluster Poisson-bootstrap CI "
+        f"[{C['fore_boot_ci'][0]:.3f}, {C['fore_boot_ci'][1]:.3f}]; MC truth {C['truth']:.3f} +- {C['truth_se']:.3f} "
+        f"(behaviour {C['behaviour_value']:.3f}); WIS {C['WIS']:.3f}, PDIS {C['PDIS']:.3f}, WPDIS {C['WPDIS']:.3f}; "
+        f"cond(A) {C['cond_A']:.3g}, ESS {C['ess']:.1f}, share w<0 {C['frac_negative_w']:.3f}.", "",
+        "## Reading", "",
+        "FORE is linear MWL / IV-LSTDQ. It is exact in the population and root-n consistent whenever the ratio is in "
+        "span(phi) AND A is nonsingular, with no Bellman completeness and no FQE contraction (FQE diverges on the "
+        "hub). The 'single condition' claim fails: section C keeps the ratio exactly realizable and the error "
+        "still explodes as sigma_min(A) -> 0; the estimator refuses such data instead of returning a number.",
+        "![fore](fore.png)"]
+  return "\n".join(L)
+
+
+def _plot(R, path):
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, ax = plt.subplots(2, 2, figsize=(11, 8))
+  rows = R["hub_finite"]["rows"]
+  ns = np.array([r["n"] for r in rows], float)
+  rm = np.array([r["rmse"] for r in rows])
+  ax[0, 0].loglog(ns, rm, "o-", label="FORE hub")
+  for fam in ("moderate", "severe"):
+    ax[0, 0].loglog(ns, [r["fore_median"] for r in R["families"][fam]["finite"]], "s--", label=f"{fam}: median rel. err")
+  ax[0, 0].loglog(ns, rm[1] * np.sqrt(ns[1] / ns), "k:", label="n^-1/2")
+  ax[0, 0].set(xlabel="n", ylabel="error", title=f"FORE error vs n (slope {R['hub_finite']['slope']:.3f})")
+  ax[0, 0].legend(fontsize=7)
+  for lab, rr in (("hub", rows), ("moderate", R["families"]["moderate"]["finite"]), ("severe", R["families"]["severe"]["finite"])):
+    ax[0, 1].semilogx(ns, [r["coverage"] for r in rr], "o-", label=lab)
+  ax[0, 1].axhline(0.95, color="k", ls=":")
+  ax[0, 1].set(xlabel="n", ylabel="Wald CI coverage", title="95% CI coverage", ylim=(0.5, 1.0))
+  ax[0, 1].legend(fontsize=7)
+  for name, S in R["sweep"].items():
+    sm = [r["sigma_min_pop"] for r in S["rows"]]
+    ax[1, 0].loglog(np.maximum(sm, 1e-17), [r["median_abs_err"] for r in S["rows"]], "o-", label=name)
+  ax[1, 0].invert_xaxis()
+  ax[1, 0].set(xlabel="sigma_min(A) (population)", ylabel="median |err| (n=1e4)",
+               title="ratio realizable, A -> singular")
+  ax[1, 0].legend(fontsize=7)
+  tb = R["dope"]["table"]
+  vals = [tb[m]["norm_abs_err_median"] for m in DOPE_METHODS]
+  ax[1, 1].bar(range(len(vals)), vals)
+  ax[1, 1].set_yscale("log")
+  ax[1, 1].set_xticks(range(len(vals)), DOPE_METHODS, rotation=60, fontsize=7)
+  ax[1, 1].set(title="DOPE-style: median normalised |err|")
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
+def run(config, quick: bool, workdir: str, results_dir=None) -> dict:
+  from configs import fore as fore_config
+  fore_config.validate(config)
+  jax = _jax()
+  t0 = time.time()
+  os.makedirs(workdir, exist_ok=True)
+  rng = np.random.default_rng(config.seed)
+  key = jax.random.PRNGKey(config.seed)
+  k = _build_kernels()
+  keys = jax.random.split(key, 4)
+  R = dict(config=config.to_dict())
+  R["hub_population"] = hub_population()
+  R["hub_finite"] = hub_finite(config, k, rng, keys[0])
+  R["families"] = families(config, k, rng)
+  R["sweep"] = sweep(config, k, rng)
+  R["dope"] = dope(config, keys[1], rng)
+  R["cartpole"] = cartpole_rlds(config, keys[2], workdir)
+  from jaxrl_suite.core.results import write_results, REPO_ROOT
+  claims = _claims(R)
+  results_dir = results_dir or os.path.join(REPO_ROOT, "results")
+  os.makedirs(results_dir, exist_ok=True)
+  _plot(R, os.path.join(results_dir, f"{NAME}.png"))
+  payload = {kk: v for kk, v in R.items() if kk != "config"}
+  write_results(NAME, mode="quick" if quick else "full", config=config, seeds=[config.seed], claims=claims,
+                wall_time_s=time.time() - t0, payload=payload, markdown=_markdown(R), results_dir=results_dir)
+  R["claims"] = claims
+  return R
+
+
+def main(argv):
+  del argv
+  config = _CONFIG.value
+  if _QUICK.value:
+    from configs import fore as fore_config
+    quick = fore_config.get_config("quick")
+    # keep explicit --config.x overrides layered on top of the quick preset
+    default = fore_config.get_config()
+    for key_, val in config.items():
+      if val != default[key_]:
+        quick[key_] = val
+    config = quick
+  R = run(config, _QUICK.value, _WORKDIR.value, _RESULTS.value)
+  from jaxrl_suite.core.results import verdict_table
+  print(verdict_table(R["claims"]))
+  logging.info("wrote results/%s.{json,md,png}", NAME)
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,54 @@
+"""REINFORCE with a learned state-value baseline (Williams 1992).
+
+One gradient step per rollout on L = -mean(log pi(a|s) (G - V(s))) + vf_coef * 0.5 (V - G)^2
+- ent_coef * H. Returns G are Monte-Carlo returns computed by `gae` with lambda = 1 (so a rollout
+cut by its length or by truncation bootstraps from V of the true successor, and termination
+zeroes it), which makes G - V(s) exactly the baseline-subtracted return.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import ml_collections
+
+from jaxrl_suite.algos import on_policy
+from jaxrl_suite.core import losses
+from jaxrl_suite.core.networks import apply_action_mask
+
+
+def default_config() -> ml_collections.ConfigDict:
+  config = on_policy.base_config()
+  config.algo = "reinforce"
+  config.gae_lambda = 1.0
+  config.lr = 1e-3
+  config.update_epochs = 1
+  config.num_minibatches = 1
+  return config
+
+
+def reinforce_loss(params, apply_fn, batch: on_policy.Batch, config):
+  traj = batch.traj
+  logits, values = apply_fn(params, traj.obs)
+  logits = apply_action_mask(logits, traj.mask)
+  log_prob = losses.categorical_log_prob(logits, traj.action)
+  # batch.targets = G (lambda = 1); the advantage G - V(s) uses rollout-time V as the baseline.
+  adv = on_policy.normalize(batch.targets - traj.value, config.normalize_advantages)
+  pg = losses.reinforce_loss(log_prob, adv, jnp.zeros_like(adv))
+  vf = 0.5 * jnp.mean(jnp.square(values - batch.targets))
+  ent = jnp.mean(losses.categorical_entropy(logits))
+  total = pg + config.vf_coef * vf - config.ent_coef * ent
+  return total, {"loss": total, "policy_loss": pg, "value_loss": vf, "entropy": ent}
+
+
+def make_learner(config, env, env_params) -> on_policy.Learner:
+  return on_policy.make_learner(config, env, env_params, reinforce_loss,
+                                int(config.update_epochs), int(config.num_minibatches))
+
+
+def make_train(config, env, env_params):
+  """Returns the pure `train(key) -> (runner_state, metrics)` of a whole REINFORCE run."""
+  return make_learner(config, env, env_params).train
+
+
+def make_policy(config, env, env_params):
+  return make_learner(config, env, env_params).policy

@@ -1,0 +1,105 @@
+"""Checkpoints of whole runner states with orbax's `CheckpointManager` (V0 `args` API).
+
+A runner state (parameters, optimiser state, environment state, PRNG keys, counters) is one
+pytree; saving and restoring it lets a run that was interrupted after update k resume and end with
+exactly the parameters of an uninterrupted run.
+
+Safety: orbax writes each step into a temporary directory and renames it when complete, so an
+interrupted save never replaces good data; saving a step that already exists is refused; a
+missing, truncated or corrupted checkpoint raises `CheckpointError` naming the path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import jax
+import orbax.checkpoint as ocp
+
+
+class CheckpointError(RuntimeError):
+  """A checkpoint could not be read or written; the message names the path and what to do."""
+
+
+class Checkpointer:
+  """Saves every call to `save`, keeps the last `max_to_keep` steps, restores the latest.
+
+    ckpt = Checkpointer(workdir + "/checkpoints", max_to_keep=3)
+    ckpt.save(step, runner_state, metadata={"config": config.to_dict()})
+    if ckpt.latest_step() is not None:
+      runner_state = ckpt.restore(ckpt.latest_step(), like=runner_state)
+  """
+
+  def __init__(self, directory: str, max_to_keep: int = 3):
+    if max_to_keep < 1:
+      raise ValueError(f"max_to_keep must be >= 1, got {max_to_keep}")
+    self.directory = os.path.abspath(directory)
+    self._manager = ocp.CheckpointManager(
+        self.directory,
+        options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True),
+        item_names=("state", "metadata"))
+
+  def all_steps(self) -> list[int]:
+    self._manager.reload()
+    return list(self._manager.all_steps())
+
+  def latest_step(self) -> int | None:
+    return self._manager.latest_step()
+
+  def step_path(self, step: int) -> str:
+    return os.path.join(self.directory, str(step))
+
+  def save(self, step: int, state: Any, metadata: dict | None = None) -> None:
+    if step in self.all_steps():
+      raise CheckpointError(f"checkpoint step {step} already exists at {self.step_path(step)}; "
+                            "refusing to overwrite it (delete it by hand if you mean to)")
+    self._manager.save(step, args=ocp.args.Composite(
+        state=ocp.args.StandardSave(state),
+        metadata=ocp.args.JsonSave(json.loads(json.dumps(metadata or {}, default=str)))))
+    self._manager.wait_until_finished()
+
+  def restore(self, step: int, like: Any) -> Any:
+    """Restores step `step` into the structure, shapes, dtypes and shardings of `like`."""
+    path = self.step_path(step)
+    if step not in self.all_steps() or not os.path.isdir(path):
+      raise CheckpointError(f"no checkpoint for step {step} at {path}; available steps: "
+                            f"{self.all_steps() or 'none'}")
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
+    try:
+      out = self._manager.restore(step, args=ocp.args.Composite(
+          state=ocp.args.StandardRestore(abstract)))
+    except Exception as e:  # orbax raises many types for unreadable data; name the path.
+      raise CheckpointError(
+          f"checkpoint at {path} is truncated or corrupted ({type(e).__name__}: {e}). Move it "
+          "away and resume from an earlier step, or start a fresh workdir.") from e
+    return out.state
+
+  def metadata(self, step: int) -> dict:
+    path = self.step_path(step)
+    try:
+      out = self._manager.restore(step, args=ocp.args.Composite(metadata=ocp.args.JsonRestore()))
+    except Exception as e:
+      raise CheckpointError(f"checkpoint metadata at {path} is unreadable: {e}") from e
+    return dict(out.metadata)
+
+  def close(self) -> None:
+    self._manager.close()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
+
+
+def restore_latest(directory: str, like: Any) -> tuple[Any, int]:
+  """Restores the newest checkpoint in `directory`. Raises CheckpointError if there is none."""
+  if not os.path.isdir(directory):
+    raise CheckpointError(f"checkpoint directory {os.path.abspath(directory)} does not exist")
+  with Checkpointer(directory) as ckpt:
+    step = ckpt.latest_step()
+    if step is None:
+      raise CheckpointError(f"no checkpoints in {os.path.abspath(directory)}")
+    return ckpt.restore(step, like), step

@@ -1,0 +1,35 @@
+"""Small pytree utilities (comparison of runner states, typed PRNG keys included)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+
+
+def _host(x) -> np.ndarray:
+  if hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+    x = jax.random.key_data(x)
+  return np.asarray(x)
+
+
+def max_abs_diff(a: Any, b: Any) -> float:
+  """Largest elementwise |a - b| over two pytrees of identical structure (keys by their data)."""
+  la, ta = jax.tree.flatten(a)
+  lb, tb = jax.tree.flatten(b)
+  if ta != tb:
+    raise ValueError(f"pytree structures differ:\n{ta}\n{tb}")
+  worst = 0.0
+  for x, y in zip(la, lb):
+    x, y = _host(x), _host(y)
+    if x.shape != y.shape:
+      raise ValueError(f"leaf shapes differ: {x.shape} vs {y.shape}")
+    if x.size:
+      worst = max(worst, float(np.max(np.abs(x.astype(np.float64) - y.astype(np.float64)))))
+  return worst
+
+
+def trees_equal(a: Any, b: Any) -> bool:
+  """Bit-for-bit equality of two pytrees."""
+  return max_abs_diff(a, b) == 0.0

@@ -1,0 +1,148 @@
+"""Results records: every file in `results/` is written through this module.
+
+A record carries what is needed to trust and re-run a number: the config, the seeds, package
+versions, the git commit (and whether the tree was dirty), the wall time, and one entry per claim
+with the paper's figure, our figure with a 95% CI, and a verdict.
+
+Schema (version `SCHEMA_VERSION`) of `results/<name>.json`::
+
+    {"schema_version": 1, "name": str, "mode": "quick"|"full", "config": dict, "seeds": [int],
+     "provenance": {"commit": str, "dirty": bool, "versions": {...}, "python": str,
+                    "platform": str, "wall_time_s": float, "created": iso8601, "command": str},
+     "claims": [{"claim": str, "paper": str, "ours": str, "ci95": [lo, hi] | null,
+                 "verdict": one of VERDICTS, "detail": str}],
+     ... free-form payload (tables, curves) ...}
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+import sys
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+SCHEMA_VERSION = 1
+VERDICTS = ("reproduced", "partly reproduced", "not reproduced", "contradicted", "inconclusive")
+_PACKAGES = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "chex", "gymnax",
+             "ml-collections", "tensorflow-datasets", "numpy")
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def git_commit(root: str = REPO_ROOT) -> tuple[str, bool]:
+  """Returns (commit sha or "unknown", dirty flag) of the repository at `root`."""
+  try:
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                         text=True, check=True).stdout.strip()
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                            capture_output=True, text=True, check=True).stdout.strip()
+    return sha, bool(status)
+  except (OSError, subprocess.CalledProcessError):
+    return "unknown", True
+
+
+def package_versions(packages: Iterable[str] = _PACKAGES) -> dict[str, str]:
+  out = {}
+  for p in packages:
+    try:
+      out[p] = importlib.metadata.version(p)
+    except importlib.metadata.PackageNotFoundError:
+      out[p] = "not installed"
+  return out
+
+
+def provenance(wall_time_s: float) -> dict[str, Any]:
+  sha, dirty = git_commit()
+  return {"commit": sha, "dirty": dirty, "versions": package_versions(),
+          "python": sys.version.split()[0], "platform": platform.platform(),
+          "wall_time_s": float(wall_time_s),
+          "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+          "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])}
+
+
+def claim(claim: str, paper: str, ours: str, verdict: str, ci95: Sequence[float] | None = None,
+          detail: str = "") -> dict[str, Any]:
+  """One row of the verdict table. `verdict` must be one of `VERDICTS`."""
+  if verdict not in VERDICTS:
+    raise ValueError(f"verdict {verdict!r} is not one of {VERDICTS}")
+  return {"claim": claim, "paper": paper, "ours": ours, "verdict": verdict,
+          "ci95": None if ci95 is None else [float(ci95[0]), float(ci95[1])], "detail": detail}
+
+
+def _to_jsonable(x: Any) -> Any:
+  if isinstance(x, Mapping):
+    return {str(k): _to_jsonable(v) for k, v in x.items()}
+  if isinstance(x, (list, tuple)):
+    return [_to_jsonable(v) for v in x]
+  if hasattr(x, "to_dict"):  # ml_collections.ConfigDict
+    return _to_jsonable(x.to_dict())
+  if isinstance(x, (np.ndarray, np.generic)) or type(x).__module__.startswith("jax"):
+    arr = np.asarray(x)
+    return arr.item() if arr.ndim == 0 else arr.tolist()
+  if isinstance(x, float) and not np.isfinite(x):
+    return str(x)
+  return x
+
+
+def write_results(name: str, *, mode: str, config: Any, seeds: Sequence[int],
+                  claims: Sequence[Mapping[str, Any]], wall_time_s: float,
+                  payload: Mapping[str, Any] | None = None, markdown: str = "",
+                  results_dir: str | None = None) -> str:
+  """Writes `results/<name>.json` and `results/<name>.md`; returns the JSON path.
+
+  `markdown` is the body of the readable report; a verdict table and the provenance block are
+  added around it so that every report states where its numbers came from.
+  """
+  if mode not in ("quick", "full"):
+    raise ValueError(f"mode must be 'quick' or 'full', got {mode!r}")
+  results_dir = results_dir or os.path.join(REPO_ROOT, "results")
+  os.makedirs(results_dir, exist_ok=True)
+  record = {"schema_version": SCHEMA_VERSION, "name": name, "mode": mode,
+            "config": _to_jsonable(config), "seeds": [int(s) for s in seeds],
+            "provenance": provenance(wall_time_s), "claims": _to_jsonable(list(claims))}
+  record.update(_to_jsonable(dict(payload or {})))
+  path = os.path.join(results_dir, f"{name}.json")
+  with open(path, "w") as f:
+    json.dump(record, f, indent=1, sort_keys=False)
+  prov = record["provenance"]
+  md = [f"# {name} ({mode} mode)", "", verdict_table(record["claims"]), "", markdown, "",
+        "## Provenance", "",
+        f"- commit `{prov['commit']}`{' (dirty tree)' if prov['dirty'] else ''}",
+        f"- command `{prov['command']}`, wall time {prov['wall_time_s']:.1f} s, {prov['created']}",
+        f"- seeds {record['seeds']}",
+        "- versions " + ", ".join(f"{k} {v}" for k, v in prov["versions"].items()), ""]
+  with open(os.path.join(results_dir, f"{name}.md"), "w") as f:
+    f.write("\n".join(md))
+  return path
+
+
+def verdict_table(claims: Sequence[Mapping[str, Any]]) -> str:
+  rows = ["| claim | paper | ours (95% CI) | verdict |", "|---|---|---|---|"]
+  for c in claims:
+    ci = c.get("ci95")
+    ci_s = f" [{ci[0]:.4g}, {ci[1]:.4g}]" if ci else ""
+    rows.append(f"| {c['claim']} | {c['paper']} | {c['ours']}{ci_s} | {c['verdict']} |")
+  return "\n".join(rows)
+
+
+def validate_record(record: Mapping[str, Any]) -> None:
+  """Raises ValueError naming the first missing or malformed field of a results record."""
+  for field in ("schema_version", "name", "mode", "config", "seeds", "provenance", "claims"):
+    if field not in record:
+      raise ValueError(f"results record lacks field {field!r}")
+  if record["schema_version"] != SCHEMA_VERSION:
+    raise ValueError(f"schema_version {record['schema_version']} != {SCHEMA_VERSION}")
+  for field in ("commit", "dirty", "versions", "wall_time_s", "created"):
+    if field not in record["provenance"]:
+      raise ValueError(f"results record provenance lacks {field!r}")
+  for i, c in enumerate(record["claims"]):
+    for field in ("claim", "paper", "ours", "verdict"):
+      if field not in c:
+        raise ValueError(f"claims[{i}] lacks {field!r}")
+    if c["verdict"] not in VERDICTS:
+      raise ValueError(f"claims[{i}].verdict {c['verdict']!r} not in {VERDICTS}")

@@ -1,0 +1,214 @@
+"""Dijkstra-family baselines for BallastNet v1, as policies `policy(params, obs, key) -> action`.
+
+All of them read the same evidence from the observation (the shared belief update of design doc
+4.5, maintained by the env from commands and soundings): confirmed-good edges, believed
+conductances chat_e, and a ring buffer of failure sets. Jobs are served in plan order (the first
+tank whose plan lamp is on); candidate routes are the library routes that make progress on that
+job (`useful_routes`). Because the library holds every simple path, Dijkstra on the believed
+graph is exactly an argmin over candidate routes of believed cost
+
+    cost_k = sum_{e in k} length_e / chat_e   (halved for a transfer, which serves two jobs)
+
+with ties broken by the lowest route index. Variants:
+  B-oracle  knows clog (obs field `clog_revealed`, env built with reveal_clog=True); picks the
+            route with the largest true progress rate g_k (x2 for a transfer), then the shortest.
+            A lower bound on steps for this job order.
+  B-replan  (headline) adds `w_fail` for every recorded failure set f (minus good edges) with
+            f subset of edges(k) (k_fail = 1: one failure makes a route known-bad). Over-exclusion
+            (every candidate known-bad, e.g. after a noisy reading) degrades gracefully to the
+            route contained in the fewest failure sets instead of forgetting the evidence.
+  B-tabu    (weak) bans only the exact routes that failed.
+  B-pess    B-replan plus a per-edge penalty: length_e * (1 + w_pess * #failure sets holding e).
+  B-Bayes   exact posterior over blocked-edge sets of size <= 3 on can_block edges (prior of the
+            env, partial clogs ignored), myopic: maximise P(route unblocked) * prod chat_e (x2 for
+            a transfer), ties by believed cost. Separates better inference from planning.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from jaxrl_suite.envs.ballast.env import EnvParams, split_obs
+from jaxrl_suite.envs.ballast.routes import E_MAX, K_MAX, T_MAX
+
+BASELINES = ("oracle", "replan", "tabu", "pess", "bayes")
+
+
+@struct.dataclass
+class BaselineParams:
+  """Route tables (copied from EnvParams) and tunable knobs; a pytree, vmappable."""
+  route_edges: jax.Array
+  route_src: jax.Array
+  route_dst: jax.Array
+  route_mask: jax.Array
+  route_len: jax.Array
+  route_transfer: jax.Array
+  edge_len: jax.Array
+  edge_mask: jax.Array
+  hyp: jax.Array          # [H, E] bool blocked-edge hypotheses (B-Bayes)
+  hyp_logw: jax.Array     # [H] log prior weight
+  hyp_clear: jax.Array    # [H, K] bool: hypothesis leaves route k unblocked
+  w_fail: float = 1e4
+  w_pess: float = 2.0
+  transfer_gain: float = 2.0
+
+
+def make_hypotheses(env_params: EnvParams, max_blocked: int = 3):
+  """Blocked-set hypotheses with prior weights P(n) * prod w_e / Z_n (numpy, config time).
+
+  The env samples n ~ p_blocked then n edges without replacement with weights block_w; the
+  product-of-weights form is the standard approximation of that (exact for equal weights). The
+  env's rejection of infeasible plans is ignored.
+  """
+  w = np.asarray(env_params.block_w, np.float64)
+  p_n = np.asarray(env_params.p_blocked, np.float64)
+  cand = [int(e) for e in np.flatnonzero(w > 0)]
+  hyps, logw = [], []
+  for n in range(max_blocked + 1):
+    sets = list(itertools.combinations(cand, n))
+    if not sets:
+      continue
+    ws = np.array([np.prod([w[e] for e in s]) for s in sets])
+    for s, wi in zip(sets, ws):
+      h = np.zeros(E_MAX, bool)
+      h[list(s)] = True
+      hyps.append(h)
+      logw.append(np.log(p_n[n]) + np.log(wi / ws.sum()))
+  hyp = np.stack(hyps)
+  re = np.asarray(env_params.route_edges)
+  clear = ~(hyp[:, None, :] & re[None, :, :]).any(-1)
+  return hyp, np.asarray(logw, np.float32), clear
+
+
+def make_params(env_params: EnvParams, bayes: bool = True, **knobs: Any) -> BaselineParams:
+  """Baseline params for one layout. bayes=False skips the hypothesis tables (saves memory)."""
+  if bayes:
+    hyp, logw, clear = make_hypotheses(env_params)
+  else:
+    hyp, logw, clear = (np.zeros((1, E_MAX), bool), np.zeros(1, np.float32),
+                        np.ones((1, K_MAX), bool))
+  return BaselineParams(
+      route_edges=env_params.route_edges, route_src=env_params.route_src,
+      route_dst=env_params.route_dst, route_mask=env_params.route_mask,
+      route_len=env_params.route_len, route_transfer=env_params.route_transfer,
+      edge_len=env_params.edge_len, edge_mask=env_params.edge_mask, hyp=jnp.asarray(hyp),
+      hyp_logw=jnp.asarray(logw), hyp_clear=jnp.asarray(clear), **knobs)
+
+
+def useful_routes(f: dict[str, jax.Array], bp: BaselineParams) -> jax.Array:
+  """bool[K]: library routes that make plan progress (sink needs water or is SEA, source needs
+  draining or is SEA)."""
+  nf = jnp.concatenate([f["need_fill"] > 0.5, jnp.array([True])])
+  nd = jnp.concatenate([f["need_drain"] > 0.5, jnp.array([True])])
+  return bp.route_mask & nf[bp.route_dst] & nd[bp.route_src]
+
+
+def job_candidates(f: dict[str, jax.Array], bp: BaselineParams) -> jax.Array:
+  """bool[K]: useful routes serving the first open job in plan order (tank index order)."""
+  need = (f["need_fill"] > 0.5) | (f["need_drain"] > 0.5)
+  job = jnp.argmax(need)
+  cand = useful_routes(f, bp) & ((bp.route_src == job) | (bp.route_dst == job))
+  return cand & need.any()
+
+
+def evidence(f: dict[str, jax.Array], bp: BaselineParams):
+  """Shared belief read from the observation.
+
+  Returns (good[E] bool, chat[E], fail[F,E] bool blocked failure sets minus good edges (empty
+  rows dropped), n_contain[K] = #failure sets contained in route k, edge_count[E] = #failure sets
+  holding edge e).
+  """
+  good = f["good"] > 0.5
+  fail = (f["fail_sets"] > 0.5) & ~good[None, :] & (f["fail_kind"] == 1)[:, None]
+  nonempty = fail.any(-1)
+  contained = jnp.all(~fail[:, None, :] | bp.route_edges[None, :, :], axis=-1)  # [F, K]
+  n_contain = jnp.sum(contained & nonempty[:, None], axis=0)
+  edge_count = jnp.sum(fail, axis=0)
+  return good, f["chat"], fail, n_contain, edge_count
+
+
+def believed_cost(chat: jax.Array, bp: BaselineParams, edge_pen: jax.Array | None = None):
+  """cost[K] = sum_{e in k} len_e / chat_e (* (1 + edge_pen_e)), halved for transfers."""
+  per_edge = bp.edge_len / jnp.maximum(chat, 0.05)
+  if edge_pen is not None:
+    per_edge = per_edge * (1.0 + edge_pen)
+  cost = bp.route_edges.astype(jnp.float32) @ per_edge
+  return cost / jnp.where(bp.route_transfer, bp.transfer_gain, 1.0)
+
+
+def _pick(score: jax.Array, cand: jax.Array) -> jax.Array:
+  """argmin of score over candidates (lowest index on ties); NOOP if there is none."""
+  a = jnp.argmin(jnp.where(cand, score, jnp.inf))
+  return jnp.where(cand.any(), a, K_MAX).astype(jnp.int32)
+
+
+def oracle_policy(bp: BaselineParams, obs: jax.Array, key=None) -> jax.Array:
+  f = split_obs(obs)
+  clog = jnp.maximum(f["clog_revealed"], 0.0)
+  g = jnp.prod(jnp.where(bp.route_edges, clog[None, :], 1.0), axis=-1)
+  rate = g * jnp.where(bp.route_transfer, bp.transfer_gain, 1.0)
+  score = -rate * 1e6 + bp.route_len
+  return _pick(score, job_candidates(f, bp))
+
+
+def replan_policy(bp: BaselineParams, obs: jax.Array, key=None) -> jax.Array:
+  f = split_obs(obs)
+  _, chat, _, n_contain, _ = evidence(f, bp)
+  score = believed_cost(chat, bp) + bp.w_fail * n_contain
+  return _pick(score, job_candidates(f, bp))
+
+
+def tabu_policy(bp: BaselineParams, obs: jax.Array, key=None) -> jax.Array:
+  f = split_obs(obs)
+  banned_ids = jnp.where(f["fail_kind"] == 1, f["fail_route"], -1).astype(jnp.int32)
+  banned = jnp.any(jnp.arange(K_MAX)[:, None] == banned_ids[None, :], axis=1)
+  score = believed_cost(f["chat"], bp) + bp.w_fail * banned
+  return _pick(score, job_candidates(f, bp))
+
+
+def pess_policy(bp: BaselineParams, obs: jax.Array, key=None) -> jax.Array:
+  f = split_obs(obs)
+  _, chat, _, n_contain, edge_count = evidence(f, bp)
+  score = believed_cost(chat, bp, bp.w_pess * edge_count) + bp.w_fail * n_contain
+  return _pick(score, job_candidates(f, bp))
+
+
+def bayes_posterior(f: dict[str, jax.Array], bp: BaselineParams):
+  """Posterior weights over hypotheses [H] (normalised; zeros if no hypothesis is consistent)."""
+  good, _, fail, _, _ = evidence(f, bp)
+  nonempty = fail.any(-1)
+  hits = jnp.any(bp.hyp[:, None, :] & fail[None, :, :], axis=-1)          # [H, F]
+  consistent = ~jnp.any(bp.hyp & good[None, :], axis=-1) & jnp.all(hits | ~nonempty[None, :], 1)
+  logw = jnp.where(consistent, bp.hyp_logw, -jnp.inf)
+  z = jax.nn.logsumexp(logw)
+  return jnp.where(jnp.isfinite(z), jnp.exp(logw - z), 0.0)
+
+
+def bayes_policy(bp: BaselineParams, obs: jax.Array, key=None) -> jax.Array:
+  f = split_obs(obs)
+  post = bayes_posterior(f, bp)
+  p_clear = post @ bp.hyp_clear.astype(jnp.float32)                          # [K]
+  _, chat, _, n_contain, _ = evidence(f, bp)
+  exp_g = jnp.exp(bp.route_edges.astype(jnp.float32) @ jnp.log(jnp.maximum(chat, 0.05)))
+  progress = p_clear * exp_g * jnp.where(bp.route_transfer, bp.transfer_gain, 1.0)
+  cost = believed_cost(chat, bp)
+  # no consistent hypothesis (noise) -> fall back to the replan score
+  score = jnp.where(post.sum() > 0, -progress * 1e6 + cost, cost + bp.w_fail * n_contain)
+  return _pick(score, job_candidates(f, bp))
+
+
+POLICIES: dict[str, Callable] = {"oracle": oracle_policy, "replan": replan_policy,
+                                 "tabu": tabu_policy, "pess": pess_policy,
+                                 "bayes": bayes_policy}
+
+
+def get_policy(name: str) -> Callable:
+  if name not in POLICIES:
+    raise ValueError(f"unknown baseline {name!r}; valid: {sorted(POLICIES)}")
+  return POLICIES[name]

@@ -1,0 +1,542 @@
+"""BallastNet-v0: ballast-water routing with hidden pipe clogs and level-only sensing.
+
+Pure gymnax environment (design doc shared/design/ballast_rail.md, section 4). A ship's ballast
+system is a pipe graph (layout JSON -> `routes.build_routes`); an action commands one library route
+(pump + valve line-up) for one step of `dt` hours. Each pipe edge e has a hidden conductance
+clog_e in {1 (clear), c in [0.15, 0.5] (partial), 0 (blocked)}; a route's conductance is the
+product over its edges, g_k = prod_{e in k} clog_e, and it moves
+
+  dV = min(rate_p * dt * g_k, water available at the source, room at the sink)      [m3]
+
+where in task v1 the "available/room" limits stop at the plan targets (the per-tank setpoints of
+the chief officer's plan; physical limits 0..cap always apply). There are no flow sensors: the
+agent sees noisy soundings vol + N(0, (sigma*cap)^2), the level change between soundings, and the
+observed ratio r = observed |dV| / commanded nominal dV on the route it commanded.
+
+Hydrostatics are linear (design doc 3.3):
+  heel  = atan((rho * sum_t vol_t * tcg_t + M_heel0) / (Delta * GM))              [deg]
+  trim  = (rho * sum_t vol_t * (lcg_t - LCF) + M_trim0) / (100 * MCTC)             [m]
+
+Evidence (shared belief of design doc 4.5, kept in the state because it is a pure function of the
+observation history -- commands and soundings -- and put in the observation so that baselines,
+which are stateless policies, and the agent see the same evidence):
+  r < r_fail           -> record failure set  f = edges(k) minus confirmed-good edges (ring of F)
+  r > r_good           -> edges(k) become confirmed good, believed conductance chat_e = 1
+  otherwise            -> chat_e = min(chat_e, max(r, 0.05)) on unconfirmed edges of k, and a
+                          "partial" set is recorded.
+Only informative commands (commanded nominal dV >= info_frac * rate * dt) update the evidence.
+
+Tasks (the task is a constructor argument because it changes the action shape):
+  v1 "ballast plan": per-tank targets; success when every |vol - target| < tol. Action:
+     Discrete(K_MAX + 1), index K_MAX = NOOP.
+  v2 "stability target": reach |heel| < heel_tol and |trim - trim*| < trim_tol using any tanks,
+     two pumps at once. Action int32[2] = (route for pump 0, route for pump 1), each in
+     [0, K_MAX] (K_MAX = NOOP); a second route that shares an edge with the first or uses the same
+     pump is ignored (treated as NOOP) -- `action_mask` and `pair_ok` let a policy avoid that.
+
+Reward: -1 per step + gamma*Phi(s') - Phi(s) - heel_pen*[|heel| > heel_warn] + success_bonus
+  - capsize_pen*[|heel| > heel_max]; Phi_v1 = -sum|vol - target| / (rate * dt),
+  Phi_v2 = -(|heel| / 1 deg + |trim - trim*| / 0.25 m).
+Termination: success or |heel| > heel_max; truncation at max_steps_in_episode (T_limit).
+
+Observation: flat float32 vector, fields and shapes in `obs_fields()`; use `split_obs` to slice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from gymnax.environments import environment, spaces
+
+from jaxrl_suite.envs.ballast.routes import E_MAX, F_MAX, K_MAX, P_MAX, T_MAX
+
+NOOP = K_MAX
+DEG = np.pi / 180.0
+
+
+@struct.dataclass
+class EnvState(environment.EnvState):
+  """Hidden and observed state of one ship.
+
+  vol[T] m3, target[T] m3, clog[E] (hidden conductance), m_heel0/m_trim0 cargo moments (t*m),
+  trim_star target trim (m), level[T] last noisy soundings (m3), dlevel[T] change of soundings,
+  last_route[P,E] bool edges commanded last step, last_ratio[P], last_info[P] informative flags,
+  good[E] bool, chat[E], exercised[E] bool, fail_sets[F,E] bool, fail_kind[F] int (0 empty,
+  1 blocked, 2 partial), fail_route[F] int (-1 empty), fail_ptr int, max_heel deg,
+  heel_steps int (steps with |heel| > heel_warn), success bool, time int.
+  """
+  vol: jax.Array
+  target: jax.Array
+  clog: jax.Array
+  m_heel0: jax.Array
+  m_trim0: jax.Array
+  trim_star: jax.Array
+  level: jax.Array
+  dlevel: jax.Array
+  last_route: jax.Array
+  last_ratio: jax.Array
+  last_info: jax.Array
+  good: jax.Array
+  chat: jax.Array
+  exercised: jax.Array
+  fail_sets: jax.Array
+  fail_kind: jax.Array
+  fail_route: jax.Array
+  fail_ptr: jax.Array
+  max_heel: jax.Array
+  heel_steps: jax.Array
+  success: jax.Array
+  time: int
+
+
+@struct.dataclass
+class EnvParams:
+  """Static ship data (padded arrays from `routes.build_routes`) and tunable knobs.
+
+  All leaves are arrays or Python scalars, so a batch of ships (domain randomisation) is a
+  vmapped EnvParams. Units: m3, hours, degrees, metres, tonnes.
+  """
+  # graph (see routes.build_routes for shapes)
+  edge_mask: jax.Array
+  edge_kind: jax.Array
+  edge_len: jax.Array
+  can_block: jax.Array
+  block_w: jax.Array
+  partial_w: jax.Array
+  tank_mask: jax.Array
+  cap: jax.Array
+  lcg: jax.Array
+  tcg: jax.Array
+  route_edges: jax.Array
+  route_src: jax.Array
+  route_dst: jax.Array
+  route_pump: jax.Array
+  route_mask: jax.Array
+  route_len: jax.Array
+  route_transfer: jax.Array
+  pair_ok: jax.Array
+  pump_rate: jax.Array
+  # hydrostatics
+  displacement: float = 133000.0
+  gm: float = 1.5
+  mctc: float = 2900.0
+  lcf: float = -5.0
+  rho: float = 1.025
+  # timing and sensing
+  dt_h: float = 5.0 / 60.0
+  sigma_level: float = 0.0025
+  max_steps_in_episode: int = 96
+  # clog prior [design]: P(#blocked = 0..3), P(#partial = 0..2), partial conductance range
+  p_blocked: jax.Array = struct.field(default_factory=lambda: jnp.array([.3, .4, .2, .1]))
+  p_partial: jax.Array = struct.field(default_factory=lambda: jnp.array([.6, .3, .1]))
+  partial_lo: float = 0.15
+  partial_hi: float = 0.5
+  # plan generation (v1)
+  jobs_min: int = 2
+  jobs_max: int = 5
+  amount_lo: float = 200.0
+  amount_hi: float = 800.0
+  p_transfer: float = 0.5
+  heel_init_max: float = 2.0
+  # v2 generation and targets
+  heel0_lo: float = 1.0
+  heel0_hi: float = 3.0
+  trim0_lo: float = 0.2
+  trim0_hi: float = 0.8
+  heel_tol: float = 0.5
+  trim_tol: float = 0.1
+  # task tolerances, limits, reward
+  tol: float = 10.0
+  heel_warn: float = 2.0
+  heel_max: float = 5.0
+  gamma: float = 0.99
+  heel_pen: float = 5.0
+  success_bonus: float = 10.0
+  capsize_pen: float = 20.0
+  # evidence (shared belief update, design doc 4.5)
+  r_fail: float = 0.1
+  r_good: float = 0.85
+  info_frac: float = 0.3
+  # privileged: put the true clog vector into the observation (B-oracle only; -1 otherwise)
+  reveal_clog: bool = False
+
+
+def obs_fields(task: str = "v1") -> list[tuple[str, tuple[int, ...]]]:
+  """Names and shapes of the flat observation, in order."""
+  del task  # same layout for both tasks (v2 uses both rows of the per-pump fields)
+  T, E, F, P = T_MAX, E_MAX, F_MAX, P_MAX
+  return [("level", (T,)), ("target", (T,)), ("dlevel", (T,)), ("need_fill", (T,)),
+          ("need_drain", (T,)), ("tank_mask", (T,)), ("last_route", (P, E)),
+          ("last_ratio", (P,)), ("last_info", (P,)), ("heel", (1,)), ("trim_err", (1,)),
+          ("time", (1,)), ("good", (E,)), ("chat", (E,)), ("exercised", (E,)),
+          ("edge_mask", (E,)), ("fail_sets", (F, E)), ("fail_kind", (F,)),
+          ("fail_route", (F,)), ("clog_revealed", (E,))]
+
+
+def obs_size(task: str = "v1") -> int:
+  return int(sum(np.prod(s) for _, s in obs_fields(task)))
+
+
+def split_obs(obs: jax.Array, task: str = "v1") -> dict[str, jax.Array]:
+  """Slices a flat observation [..., D] into named fields with their shapes."""
+  out, i = {}, 0
+  for name, shape in obs_fields(task):
+    n = int(np.prod(shape))
+    out[name] = obs[..., i:i + n].reshape(obs.shape[:-1] + shape)
+    i += n
+  return out
+
+
+def heel_trim(vol: jax.Array, m_heel0, m_trim0, params: EnvParams):
+  """Linear hydrostatics: returns (heel deg, trim m) for tank volumes vol[T]."""
+  m_heel = params.rho * jnp.sum(vol * params.tcg) + m_heel0
+  m_trim = params.rho * jnp.sum(vol * (params.lcg - params.lcf)) + m_trim0
+  heel = jnp.arctan(m_heel / (params.displacement * params.gm)) / DEG
+  trim = m_trim / (100.0 * params.mctc)
+  return heel, trim
+
+
+def sample_clog(key: chex.PRNGKey, params: EnvParams) -> jax.Array:
+  """Draws clog[E] from the documented prior (design doc 4.3, [design]).
+
+  #blocked ~ Cat(p_blocked) placed on can_block edges with weights block_w (strainers 3x);
+  #partial ~ Cat(p_partial) on other edges with weights partial_w (DB branches 2x),
+  conductance c ~ U[partial_lo, partial_hi]. Weighted sampling without replacement uses the
+  Gumbel-top-k trick (equivalent to sequential weighted draws).
+  """
+  kb, kp, kgb, kgp, kc = jax.random.split(key, 5)
+  n_b = jax.random.choice(kb, 4, p=params.p_blocked)
+  n_p = jax.random.choice(kp, 3, p=params.p_partial)
+  sb = jnp.where(params.block_w > 0, jnp.log(jnp.maximum(params.block_w, 1e-30)) +
+                 jax.random.gumbel(kgb, (E_MAX,)), -jnp.inf)
+  rank_b = jnp.argsort(jnp.argsort(-sb))
+  blocked = (rank_b < n_b) & jnp.isfinite(sb)
+  sp = jnp.where((params.partial_w > 0) & ~blocked,
+                 jnp.log(jnp.maximum(params.partial_w, 1e-30)) +
+                 jax.random.gumbel(kgp, (E_MAX,)), -jnp.inf)
+  rank_p = jnp.argsort(jnp.argsort(-sp))
+  partial = (rank_p < n_p) & jnp.isfinite(sp)
+  c = jax.random.uniform(kc, (E_MAX,), minval=params.partial_lo, maxval=params.partial_hi)
+  return jnp.where(blocked, 0.0, jnp.where(partial, c, 1.0))
+
+
+def route_conductance(clog: jax.Array, params: EnvParams) -> jax.Array:
+  """g[K] = prod over route edges of clog_e (series valves, conductances multiply)."""
+  return jnp.prod(jnp.where(params.route_edges, clog[None, :], 1.0), axis=-1)
+
+
+def _onehot_tank(idx, n=T_MAX + 1):
+  return jax.nn.one_hot(idx, n)[:T_MAX]  # SEA (index T) column dropped
+
+
+class BallastNet(environment.Environment[EnvState, EnvParams]):
+  """BallastNet-v0 (see module docstring). `task` is "v1" (ballast plan) or "v2" (stability)."""
+
+  def __init__(self, graph: dict[str, np.ndarray], task: str = "v1", layout_name: str = ""):
+    super().__init__()
+    if task not in ("v1", "v2"):
+      raise ValueError(f"task must be 'v1' or 'v2', got {task!r}")
+    self.task = task
+    self.layout_name = layout_name
+    self._graph = graph
+
+  # ------------------------------------------------------------------ params / spaces
+  @property
+  def default_params(self) -> EnvParams:
+    g = self._graph
+    keys = [f.name for f in EnvParams.__dataclass_fields__.values()]
+    arrays = {k: jnp.asarray(g[k]) for k in keys if k in g}
+    return EnvParams(**arrays)
+
+  @property
+  def name(self) -> str:
+    return "BallastNet-v0"
+
+  @property
+  def num_actions(self) -> int:
+    return K_MAX + 1
+
+  def action_space(self, params: EnvParams | None = None):
+    if self.task == "v1":
+      return spaces.Discrete(K_MAX + 1)
+    return spaces.Box(0, K_MAX, (P_MAX,), jnp.int32)
+
+  def observation_space(self, params: EnvParams | None = None):
+    return spaces.Box(-jnp.inf, jnp.inf, (obs_size(self.task),), jnp.float32)
+
+  # ------------------------------------------------------------------ reset
+  def _draw_plan(self, key, params: EnvParams):
+    """Returns (vol0[T], target[T], m_heel0, m_trim0, trim_star)."""
+    kn, kt, ka, kd, kv, ktr, ktk, kta, kb = jax.random.split(key, 9)
+    cap, tmask = params.cap, params.tank_mask
+    if self.task == "v1":
+      n_jobs = jax.random.randint(kn, (), params.jobs_min, params.jobs_max + 1)
+      score = jnp.where(tmask, jax.random.uniform(kt, (T_MAX,)), -1.0)
+      rank = jnp.argsort(jnp.argsort(-score))
+      job = (rank < n_jobs) & tmask
+      amt = jax.random.uniform(ka, (T_MAX,), minval=params.amount_lo, maxval=params.amount_hi)
+      amt = jnp.minimum(amt, 0.9 * cap)
+      fill = jax.random.bernoulli(kd, 0.5, (T_MAX,))
+      u = jax.random.uniform(kv, (T_MAX,))
+      base = (0.1 + 0.8 * jax.random.uniform(kb, (T_MAX,))) * cap
+      vol0 = jnp.where(job, jnp.where(fill, u * (cap - amt), amt + u * (cap - amt)), base)
+      target = jnp.where(job, jnp.where(fill, vol0 + amt, vol0 - amt), base)
+      # optional transfer job between a listed pair whose tanks have no other job
+      n_tr = jnp.sum(params.route_transfer)
+      pick = jax.random.choice(ktk, K_MAX, p=params.route_transfer / jnp.maximum(n_tr, 1))
+      s, d = params.route_src[pick], params.route_dst[pick]
+      do_tr = ((n_tr > 0) & jax.random.bernoulli(ktr, params.p_transfer) &
+               ~job[jnp.minimum(s, T_MAX - 1)] & ~job[jnp.minimum(d, T_MAX - 1)])
+      a = jnp.minimum(jax.random.uniform(kta, (), minval=params.amount_lo,
+                                         maxval=params.amount_hi),
+                      0.9 * jnp.minimum(cap[jnp.minimum(s, T_MAX - 1)],
+                                        cap[jnp.minimum(d, T_MAX - 1)]))
+      oh_s, oh_d = _onehot_tank(s), _onehot_tank(d)
+      vs = a + u * (cap - a)          # source starts with at least `a`
+      vd = u * (cap - a)              # sink has room for `a`
+      vol0 = jnp.where(do_tr, vol0 * (1 - oh_s - oh_d) + vs * oh_s + vd * oh_d, vol0)
+      target = jnp.where(do_tr, target * (1 - oh_s - oh_d) + (vs - a) * oh_s + (vd + a) * oh_d,
+                         target)
+      vol0, target = vol0 * tmask, target * tmask
+      trim_star = jnp.zeros(())
+      m_heel0 = -params.rho * jnp.sum(target * params.tcg)
+      m_trim0 = -params.rho * jnp.sum(target * (params.lcg - params.lcf))
+    else:
+      vol0 = (0.2 + 0.6 * jax.random.uniform(kv, (T_MAX,))) * cap * tmask
+      target = vol0
+      sgn = jnp.where(jax.random.bernoulli(kd, 0.5, (2,)), 1.0, -1.0)
+      h0 = sgn[0] * jax.random.uniform(ka, (), minval=params.heel0_lo, maxval=params.heel0_hi)
+      tr0 = sgn[1] * jax.random.uniform(kt, (), minval=params.trim0_lo, maxval=params.trim0_hi)
+      trim_star = jnp.zeros(())
+      m_heel0 = (jnp.tan(h0 * DEG) * params.displacement * params.gm -
+                 params.rho * jnp.sum(vol0 * params.tcg))
+      m_trim0 = (tr0 * 100.0 * params.mctc -
+                 params.rho * jnp.sum(vol0 * (params.lcg - params.lcf)))
+    return vol0, target, m_heel0, m_trim0, trim_star
+
+  def _feasible(self, vol0, target, clog, m_heel0, m_trim0, params: EnvParams):
+    """Every v1 job keeps a fill/deballast route with g > 0, and the start heel is moderate."""
+    g = route_conductance(clog, params)
+    ok_route = params.route_mask & (g > 0)
+    tank_ids = jnp.arange(T_MAX)
+    fill_ok = jnp.any(ok_route[None, :] & (params.route_dst[None, :] == tank_ids[:, None]) &
+                      (params.route_src[None, :] == T_MAX), axis=1)
+    drain_ok = jnp.any(ok_route[None, :] & (params.route_src[None, :] == tank_ids[:, None]) &
+                       (params.route_dst[None, :] == T_MAX), axis=1)
+    need_fill = target - vol0 > params.tol
+    need_drain = vol0 - target > params.tol
+    jobs_ok = jnp.all((~need_fill | fill_ok) & (~need_drain | drain_ok))
+    heel, _ = heel_trim(vol0, m_heel0, m_trim0, params)
+    heel_ok = (jnp.abs(heel) <= params.heel_init_max) if self.task == "v1" else True
+    return jobs_ok & heel_ok
+
+  def reset_env(self, key: chex.PRNGKey, params: EnvParams) -> tuple[jax.Array, EnvState]:
+    # Rejection sampling with an iteration cap: re-draw plan and clogs until the plan is
+    # feasible and the start heel moderate (the last draw is kept if the cap is hit).
+    def draw(k):
+      kc, kp = jax.random.split(k)
+      clog = sample_clog(kc, params)
+      vol0, target, mh, mt, ts = self._draw_plan(kp, params)
+      return clog, vol0, target, mh, mt, ts
+
+    def cond(c):
+      i, _, ok, _ = c
+      return (i < 32) & ~ok
+
+    def body(c):
+      i, k, _, _ = c
+      k, sub = jax.random.split(k)
+      d = draw(sub)
+      return i + 1, k, self._feasible(d[1], d[2], d[0], d[3], d[4], params), d
+
+    key, knoise, kfirst = jax.random.split(key, 3)
+    d0 = draw(kfirst)
+    c0 = (jnp.int32(1), key, self._feasible(d0[1], d0[2], d0[0], d0[3], d0[4], params), d0)
+    _, _, _, (clog, vol0, target, mh, mt, ts) = jax.lax.while_loop(cond, body, c0)
+    level = vol0 + params.sigma_level * params.cap * jax.random.normal(knoise, (T_MAX,))
+    heel, _ = heel_trim(vol0, mh, mt, params)
+    state = EnvState(
+        vol=vol0, target=target, clog=clog, m_heel0=mh, m_trim0=mt, trim_star=ts,
+        level=level * params.tank_mask, dlevel=jnp.zeros(T_MAX),
+        last_route=jnp.zeros((P_MAX, E_MAX), bool), last_ratio=jnp.zeros(P_MAX),
+        last_info=jnp.zeros(P_MAX, bool), good=jnp.zeros(E_MAX, bool),
+        chat=jnp.ones(E_MAX), exercised=jnp.zeros(E_MAX, bool),
+        fail_sets=jnp.zeros((F_MAX, E_MAX), bool), fail_kind=jnp.zeros(F_MAX, jnp.int32),
+        fail_route=jnp.full(F_MAX, -1, jnp.int32), fail_ptr=jnp.int32(0),
+        max_heel=jnp.abs(heel), heel_steps=jnp.int32(0), success=jnp.array(False), time=0)
+    return self.get_obs(state, params), state
+
+  # ------------------------------------------------------------------ step
+  def _move(self, vol, target, k, clog, params: EnvParams):
+    """Moves water along route k (NOOP if k == K_MAX or padded). Returns (vol', nominal)."""
+    valid = (k < K_MAX) & params.route_mask[jnp.minimum(k, K_MAX - 1)]
+    kk = jnp.minimum(k, K_MAX - 1)
+    src, dst = params.route_src[kk], params.route_dst[kk]
+    g = jnp.prod(jnp.where(params.route_edges[kk], clog, 1.0))
+    rate = params.pump_rate[params.route_pump[kk]] * params.dt_h
+    vol_ext = jnp.concatenate([vol, jnp.array([jnp.inf])])
+    if self.task == "v1":  # plan setpoints stop the transfer at the target level
+      floor = jnp.concatenate([jnp.maximum(target, 0.0), jnp.array([-jnp.inf])])
+      ceil = jnp.concatenate([jnp.minimum(target, params.cap), jnp.array([jnp.inf])])
+    else:
+      floor = jnp.concatenate([jnp.zeros(T_MAX), jnp.array([-jnp.inf])])
+      ceil = jnp.concatenate([params.cap, jnp.array([jnp.inf])])
+    avail = jnp.where(src == T_MAX, jnp.inf, vol_ext[src] - floor[src])
+    room = jnp.where(dst == T_MAX, jnp.inf, ceil[dst] - vol_ext[dst])
+    limit = jnp.maximum(jnp.minimum(avail, room), 0.0)
+    nominal = jnp.where(valid, jnp.minimum(rate, limit), 0.0)
+    dv = jnp.where(valid, jnp.minimum(rate * g, limit), 0.0)
+    vol = vol + dv * (_onehot_tank(dst) - _onehot_tank(src))
+    vol = jnp.clip(vol, 0.0, params.cap)  # float safety; dv already respects the limits
+    return vol, nominal, valid, kk, src, dst, rate
+
+  def _update_evidence(self, ev, kk, valid, ratio, informative, params: EnvParams):
+    good, chat, exercised, fsets, fkind, froute, ptr = ev
+    route = params.route_edges[kk] & valid & informative
+    fail = route.any() & (ratio < params.r_fail)
+    ok = route.any() & (ratio > params.r_good)
+    mid = route.any() & ~fail & ~ok
+    f = route & ~good
+    kind = jnp.where(fail, 1, 2)
+    dup = jnp.any(jnp.all(fsets == f[None, :], axis=1) & (fkind == kind))
+    add = (fail | mid) & f.any() & ~dup
+    fsets = jnp.where(add, fsets.at[ptr].set(f), fsets)
+    fkind = jnp.where(add, fkind.at[ptr].set(kind), fkind)
+    froute = jnp.where(add, froute.at[ptr].set(kk), froute)
+    ptr = jnp.where(add, (ptr + 1) % F_MAX, ptr)
+    good = good | (ok & route)
+    chat = jnp.where(ok & route, 1.0, chat)
+    chat = jnp.where(mid & route & ~good, jnp.minimum(chat, jnp.maximum(ratio, 0.05)), chat)
+    exercised = exercised | route
+    return good, chat, exercised, fsets, fkind, froute, ptr
+
+  def step_env(self, key: chex.PRNGKey, state: EnvState, action, params: EnvParams):
+    acts = jnp.reshape(jnp.asarray(action, jnp.int32), (-1,))
+    if self.task == "v1":
+      acts = acts[:1]
+    else:  # a second route that clashes with the first becomes NOOP
+      a0 = jnp.clip(acts[0], 0, K_MAX)
+      a1 = jnp.clip(acts[1], 0, K_MAX)
+      acts = jnp.stack([a0, jnp.where(params.pair_ok[a0, a1], a1, K_MAX)])
+    vol = state.vol
+    moves = []
+    for k in acts:
+      k = jnp.clip(k, 0, K_MAX)
+      vol, nominal, valid, kk, src, dst, rate = self._move(vol, state.target, k, state.clog, params)
+      moves.append((nominal, valid, kk, src, dst, rate))
+    level = vol + params.sigma_level * params.cap * jax.random.normal(key, (T_MAX,))
+    level = level * params.tank_mask
+    dlevel = level - state.level
+    ev = (state.good, state.chat, state.exercised, state.fail_sets, state.fail_kind,
+          state.fail_route, state.fail_ptr)
+    ratios, infos, routes = [], [], []
+    dlev_ext = jnp.concatenate([dlevel, jnp.zeros(1)])
+    for nominal, valid, kk, src, dst, rate in moves:
+      # observed moved volume: level rise at the sink, fall at the source (mean of both ends)
+      up = jnp.where(dst < T_MAX, dlev_ext[dst], 0.0)
+      down = jnp.where(src < T_MAX, -dlev_ext[src], 0.0)
+      n_ends = (dst < T_MAX).astype(jnp.float32) + (src < T_MAX).astype(jnp.float32)
+      obs_dv = (up + down) / jnp.maximum(n_ends, 1.0)
+      informative = valid & (nominal >= params.info_frac * rate)
+      ratio = jnp.where(valid, jnp.abs(obs_dv) / jnp.maximum(nominal, 1.0), 0.0)
+      ev = self._update_evidence(ev, kk, valid, ratio, informative, params)
+      ratios.append(ratio)
+      infos.append(informative)
+      routes.append(params.route_edges[kk] & valid)
+    pad = P_MAX - len(moves)
+    ratios += [jnp.zeros(())] * pad
+    infos += [jnp.array(False)] * pad
+    routes += [jnp.zeros(E_MAX, bool)] * pad
+    heel, trim = heel_trim(vol, state.m_heel0, state.m_trim0, params)
+    success = self._success(vol, state.target, heel, trim, state.trim_star, params)
+    capsized = jnp.abs(heel) > params.heel_max
+    phi0 = self._potential(state.vol, state, params)
+    new = state.replace(
+        vol=vol, level=level, dlevel=dlevel, last_route=jnp.stack(routes),
+        last_ratio=jnp.stack(ratios), last_info=jnp.stack(infos), good=ev[0], chat=ev[1],
+        exercised=ev[2], fail_sets=ev[3], fail_kind=ev[4], fail_route=ev[5], fail_ptr=ev[6],
+        max_heel=jnp.maximum(state.max_heel, jnp.abs(heel)),
+        heel_steps=state.heel_steps + (jnp.abs(heel) > params.heel_warn),
+        success=success, time=state.time + 1)
+    phi1 = jnp.where(success, 0.0, self._potential(vol, new, params))
+    reward = (-1.0 + params.gamma * phi1 - phi0 -
+              params.heel_pen * (jnp.abs(heel) > params.heel_warn) +
+              params.success_bonus * success - params.capsize_pen * capsized)
+    terminated = success | capsized
+    info = {"success": success, "heel": heel, "trim": trim, "clog": state.clog}
+    return self.get_obs(new, params), new, reward.astype(jnp.float32), terminated, info
+
+  def _success(self, vol, target, heel, trim, trim_star, params: EnvParams):
+    if self.task == "v1":
+      return jnp.all((jnp.abs(vol - target) < params.tol) | ~params.tank_mask)
+    return (jnp.abs(heel) < params.heel_tol) & (jnp.abs(trim - trim_star) < params.trim_tol)
+
+  def _potential(self, vol, state: EnvState, params: EnvParams):
+    if self.task == "v1":
+      return -jnp.sum(jnp.abs(vol - state.target) * params.tank_mask) / (
+          params.pump_rate[0] * params.dt_h)
+    heel, trim = heel_trim(vol, state.m_heel0, state.m_trim0, params)
+    return -(jnp.abs(heel) / 1.0 + jnp.abs(trim - state.trim_star) / 0.25)
+
+  # ------------------------------------------------------------------ observation, masks
+  def get_obs(self, state: EnvState, params: EnvParams | None = None, key=None) -> jax.Array:
+    params = self.default_params if params is None else params
+    cap = jnp.where(params.tank_mask, params.cap, 1.0)
+    heel, trim = heel_trim(state.vol, state.m_heel0, state.m_trim0, params)
+    need_fill, need_drain = self._needs(state, params)
+    rate = params.pump_rate[0] * params.dt_h
+    fields = {
+        "level": state.level / cap, "target": state.target / cap * params.tank_mask,
+        "dlevel": state.dlevel / rate, "need_fill": need_fill, "need_drain": need_drain,
+        "tank_mask": params.tank_mask, "last_route": state.last_route,
+        "last_ratio": state.last_ratio, "last_info": state.last_info,
+        "heel": heel[None] / params.heel_warn, "trim_err": (trim - state.trim_star)[None],
+        "time": jnp.array([state.time / params.max_steps_in_episode]),
+        "good": state.good, "chat": state.chat, "exercised": state.exercised,
+        "edge_mask": params.edge_mask, "fail_sets": state.fail_sets,
+        "fail_kind": state.fail_kind, "fail_route": state.fail_route,
+        "clog_revealed": jnp.where(params.reveal_clog, state.clog, -1.0)}
+    return jnp.concatenate([jnp.ravel(fields[n]).astype(jnp.float32)
+                            for n, _ in obs_fields(self.task)])
+
+  def _needs(self, state: EnvState, params: EnvParams):
+    """Plan status lamps (v1): tank below / above its target by more than `tol`."""
+    if self.task == "v1":
+      need_fill = (state.target - state.vol > params.tol) & params.tank_mask
+      need_drain = (state.vol - state.target > params.tol) & params.tank_mask
+    else:
+      need_fill = jnp.zeros(T_MAX, bool)
+      need_drain = jnp.zeros(T_MAX, bool)
+    return need_fill, need_drain
+
+  def action_mask(self, state: EnvState, params: EnvParams) -> jax.Array:
+    """v1: bool[K+1], routes that make plan progress (plus NOOP, always valid).
+
+    A route is useful when its sink tank needs filling (or is SEA) and its source tank needs
+    draining (or is SEA). v2: bool[P, K+1], routes of pump p whose source is not empty and sink
+    not full (plus NOOP); the pair constraint is `params.pair_ok`.
+    """
+    if self.task == "v1":
+      need_fill, need_drain = self._needs(state, params)
+      nf = jnp.concatenate([need_fill, jnp.array([True])])
+      nd = jnp.concatenate([need_drain, jnp.array([True])])
+      useful = params.route_mask & nf[params.route_dst] & nd[params.route_src]
+      return jnp.concatenate([useful, jnp.array([True])])
+    vol_ext = jnp.concatenate([state.vol, jnp.array([jnp.inf])])
+    cap_ext = jnp.concatenate([params.cap, jnp.array([jnp.inf])])
+    ok = (params.route_mask & (vol_ext[params.route_src] > 1.0) &
+          (vol_ext[params.route_dst] < cap_ext[params.route_dst] - 1.0))
+    per_pump = ok[None, :] & (params.route_pump[None, :] == jnp.arange(P_MAX)[:, None])
+    return jnp.concatenate([per_pump, jnp.ones((P_MAX, 1), bool)], axis=1)
+
+  def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
+    heel, _ = heel_trim(state.vol, state.m_heel0, state.m_trim0, params)
+    return state.success | (jnp.abs(heel) > params.heel_max)
+
+  def is_terminal(self, state: EnvState, params: EnvParams) -> jax.Array:
+    return self.is_terminated(state, params) | (state.time >= params.max_steps_in_episode)

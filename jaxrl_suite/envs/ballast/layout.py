@@ -1,0 +1,155 @@
+"""Ship layouts as plain data (dict / JSON) and their validator.
+
+A layout is a JSON object::
+
+  {"name": str,
+   "nodes": [{"name": str, "type": "sea" | "pump" | "junction" | "tank"}, ...],
+   "edges": [{"u": node, "v": node, "kind": KIND, "length": float > 0,
+              "can_block": bool (optional; default: true unless the edge is a bridge)}, ...],
+   "tanks": [{"node": tank node, "capacity": m3 > 0, "lcg": m, "tcg": m}, ...],
+   "transfers": [[src tank, dst tank], ...]   (optional tank -> pump -> tank jobs),
+   "hydrostatics": {"displacement_t", "gm_m", "mctc_tm_per_cm", "lcf_m", "rho_t_per_m3"},
+   "pump_rate_m3h": [float per pump]}
+
+KIND is one of `EDGE_KINDS`. A `seachest` edge joins SEA to a pump (intake), an `overboard` edge a
+pump to SEA (discharge); every tank hangs off a junction by exactly one `branch`/`branch_db` edge.
+`validate_layout` rejects broken files with a message that names the offending entry; route-level
+checks (every tank must be fillable and drainable) live in `routes.build_routes`, which calls it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Mapping
+
+EDGE_KINDS = ("seachest", "overboard", "pumpside", "main", "branch", "branch_db")
+NODE_TYPES = ("sea", "pump", "junction", "tank")
+LAYOUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "layouts")
+_HYDRO_KEYS = ("displacement_t", "gm_m", "mctc_tm_per_cm", "lcf_m", "rho_t_per_m3")
+
+
+class LayoutError(ValueError):
+  """A ship layout file is malformed; the message names the offending entry."""
+
+
+def available_layouts() -> list[str]:
+  """Names of the layouts shipped in `layouts/` (without `.json`)."""
+  return sorted(f[:-5] for f in os.listdir(LAYOUT_DIR) if f.endswith(".json"))
+
+
+def load_layout(name_or_path: str) -> dict[str, Any]:
+  """Loads and validates a layout by shipped name ("ring14") or by JSON file path."""
+  path = name_or_path
+  if not os.path.exists(path):
+    path = os.path.join(LAYOUT_DIR, f"{name_or_path}.json")
+  if not os.path.exists(path):
+    raise LayoutError(f"no layout file {name_or_path!r}; shipped layouts: {available_layouts()}")
+  with open(path) as f:
+    try:
+      layout = json.load(f)
+    except json.JSONDecodeError as err:
+      raise LayoutError(f"{path}: not valid JSON ({err})") from err
+  validate_layout(layout)
+  return layout
+
+
+def validate_layout(layout: Mapping[str, Any]) -> None:
+  """Raises LayoutError with a clear message if `layout` is structurally broken.
+
+  Checks: required fields; unique node names and known node types; exactly one SEA node; at least
+  one pump; every edge refers to existing nodes (no dangling edges), has a known kind and a
+  positive length; seachest/overboard edges join SEA and a pump; every tank node is listed in
+  `tanks` with a positive capacity and hangs off exactly one branch edge; transfer pairs name
+  tanks; hydrostatics are positive; one pump rate per pump, each positive.
+  """
+  for field in ("name", "nodes", "edges", "tanks", "hydrostatics", "pump_rate_m3h"):
+    if field not in layout:
+      raise LayoutError(f"layout lacks required field {field!r}")
+  name = layout["name"]
+  types: dict[str, str] = {}
+  for i, n in enumerate(layout["nodes"]):
+    if "name" not in n or "type" not in n:
+      raise LayoutError(f"{name}: nodes[{i}] needs 'name' and 'type', got {n}")
+    if n["type"] not in NODE_TYPES:
+      raise LayoutError(f"{name}: node {n['name']!r} has unknown type {n['type']!r}; "
+                        f"valid: {NODE_TYPES}")
+    if n["name"] in types:
+      raise LayoutError(f"{name}: duplicate node name {n['name']!r}")
+    types[n["name"]] = n["type"]
+  seas = [n for n, t in types.items() if t == "sea"]
+  pumps = [n for n, t in types.items() if t == "pump"]
+  if len(seas) != 1:
+    raise LayoutError(f"{name}: need exactly one node of type 'sea', found {seas}")
+  if not pumps:
+    raise LayoutError(f"{name}: no pump node")
+  degree = {n: 0 for n in types}
+  branch_count = {n: 0 for n, t in types.items() if t == "tank"}
+  for i, e in enumerate(layout["edges"]):
+    for key in ("u", "v", "kind", "length"):
+      if key not in e:
+        raise LayoutError(f"{name}: edges[{i}] lacks {key!r}: {e}")
+    for end in ("u", "v"):
+      if e[end] not in types:
+        raise LayoutError(f"{name}: dangling edge edges[{i}] {e['u']}-{e['v']}: node "
+                          f"{e[end]!r} does not exist")
+    if e["u"] == e["v"]:
+      raise LayoutError(f"{name}: edges[{i}] is a self-loop on {e['u']!r}")
+    if e["kind"] not in EDGE_KINDS:
+      raise LayoutError(f"{name}: edges[{i}] {e['u']}-{e['v']} has unknown kind {e['kind']!r}; "
+                        f"valid: {EDGE_KINDS}")
+    if not float(e["length"]) > 0:
+      raise LayoutError(f"{name}: edges[{i}] {e['u']}-{e['v']} has non-positive length "
+                        f"{e['length']}")
+    ends = {types[e["u"]], types[e["v"]]}
+    if e["kind"] in ("seachest", "overboard") and ends != {"sea", "pump"}:
+      raise LayoutError(f"{name}: {e['kind']} edge edges[{i}] {e['u']}-{e['v']} must join the "
+                        "sea node and a pump")
+    if "sea" in ends and e["kind"] not in ("seachest", "overboard"):
+      raise LayoutError(f"{name}: edge edges[{i}] {e['u']}-{e['v']} touches SEA but is of kind "
+                        f"{e['kind']!r} (must be seachest or overboard)")
+    if "tank" in ends:
+      if e["kind"] not in ("branch", "branch_db"):
+        raise LayoutError(f"{name}: edge edges[{i}] {e['u']}-{e['v']} touches a tank but is of "
+                          f"kind {e['kind']!r} (must be branch or branch_db)")
+      if ends != {"tank", "junction"}:
+        raise LayoutError(f"{name}: branch edges[{i}] {e['u']}-{e['v']} must join a tank to a "
+                          "junction")
+      t = e["u"] if types[e["u"]] == "tank" else e["v"]
+      branch_count[t] += 1
+    degree[e["u"]] += 1
+    degree[e["v"]] += 1
+  for n, d in degree.items():
+    if d == 0:
+      raise LayoutError(f"{name}: node {n!r} has no edges (isolated)")
+  listed = {}
+  for i, t in enumerate(layout["tanks"]):
+    for key in ("node", "capacity", "lcg", "tcg"):
+      if key not in t:
+        raise LayoutError(f"{name}: tanks[{i}] lacks {key!r}")
+    if t["node"] not in types or types[t["node"]] != "tank":
+      raise LayoutError(f"{name}: tanks[{i}] refers to {t['node']!r}, which is not a tank node")
+    if not float(t["capacity"]) > 0:
+      raise LayoutError(f"{name}: tank {t['node']!r} has non-positive capacity {t['capacity']}")
+    if t["node"] in listed:
+      raise LayoutError(f"{name}: tank {t['node']!r} listed twice in 'tanks'")
+    listed[t["node"]] = t
+  for n, c in branch_count.items():
+    if n not in listed:
+      raise LayoutError(f"{name}: tank node {n!r} has no entry in 'tanks' (capacity, lcg, tcg)")
+    if c != 1:
+      raise LayoutError(f"{name}: tank {n!r} must hang off exactly one branch edge, has {c}")
+  for i, pair in enumerate(layout.get("transfers", [])):
+    if len(pair) != 2 or any(p not in listed for p in pair) or pair[0] == pair[1]:
+      raise LayoutError(f"{name}: transfers[{i}] {pair} must name two different tanks")
+  for key in _HYDRO_KEYS:
+    if key not in layout["hydrostatics"]:
+      raise LayoutError(f"{name}: hydrostatics lacks {key!r}")
+    if key != "lcf_m" and not float(layout["hydrostatics"][key]) > 0:
+      raise LayoutError(f"{name}: hydrostatics {key!r} must be positive, got "
+                        f"{layout['hydrostatics'][key]}")
+  rates = layout["pump_rate_m3h"]
+  if len(rates) != len(pumps):
+    raise LayoutError(f"{name}: pump_rate_m3h has {len(rates)} entries for {len(pumps)} pumps")
+  if any(not float(r) > 0 for r in rates):
+    raise LayoutError(f"{name}: pump rates must be positive, got {rates}")

@@ -1,0 +1,61 @@
+"""One evaluation harness for baselines and learned policies on BallastNet.
+
+`evaluate(env, env_params, policy, policy_params, keys)` runs one episode per key (vmapped, a
+`lax.scan` of max_steps_in_episode steps without auto-reset; a finished episode is frozen) and
+returns per-episode arrays. Paired seeds: the same key gives the same clogs, plan and sounding
+noise sequence for every policy (the sounding noise is drawn from the step key, independent of
+the action), so differences are due to the policies alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl_suite.envs.ballast.env import BallastNet, EnvParams
+
+
+def make_evaluate(env: BallastNet, policy: Callable, diag_fn: Callable | None = None,
+                  num_steps: int = 96):
+  """Returns evaluate(env_params, policy_params, keys) -> dict of per-episode arrays.
+
+  `num_steps` (static) should equal env_params.max_steps_in_episode.
+
+  Output fields [N]: steps (decision steps until success, or the limit), success, capsized,
+  max_heel, heel_steps, route_steps (non-NOOP steps); [N, E]: clog (true), exercised, diag
+  (diag_fn(policy_params, final_obs) if given, else None), final_obs [N, D].
+  """
+
+  def episode(env_params: EnvParams, policy_params: Any, key: jax.Array):
+    kr, ks = jax.random.split(key)
+    obs, state = env.reset_env(kr, env_params)
+
+    def step(carry, k):
+      obs, state, done, steps, noop_steps = carry
+      ka, ke = jax.random.split(k)
+      action = policy(policy_params, obs, ka)
+      obs2, state2, _, term, _ = env.step_env(ke, state, action, env_params)
+      keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(done, b, a), new, old)
+      obs_n, state_n = keep((obs2, state2), (obs, state))
+      is_noop = jnp.all(jnp.asarray(action) >= env.num_actions - 1)
+      steps = steps + (~done)
+      noop_steps = noop_steps + (~done & is_noop)
+      return (obs_n, state_n, done | term, steps, noop_steps), None
+
+    carry0 = (obs, state, jnp.array(False), jnp.int32(0), jnp.int32(0))
+    (obs, state, done, steps, noop_steps), _ = jax.lax.scan(
+        step, carry0, jax.random.split(ks, num_steps))
+    out = {"steps": steps, "success": state.success,
+           "capsized": done & ~state.success, "max_heel": state.max_heel,
+           "heel_steps": state.heel_steps, "noop_steps": noop_steps, "clog": state.clog,
+           "exercised": state.exercised, "final_obs": obs}
+    if diag_fn is not None:
+      out["diag"] = diag_fn(policy_params, obs)
+    return out
+
+  def evaluate(env_params: EnvParams, policy_params: Any, keys: jax.Array):
+    return jax.vmap(episode, in_axes=(None, None, 0))(env_params, policy_params, keys)
+
+  return jax.jit(evaluate)

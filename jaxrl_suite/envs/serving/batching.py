@@ -1,0 +1,287 @@
+"""`ServingBatch-v0`: when and how much to batch on one GPU, static or continuous batching.
+
+Static mode (`StaticBatching`, request-level batching, FasterTransformer / Orca's baseline):
+  decisions happen when the GPU is idle and requests are queued. Action a picks a batch size
+  B = batch_levels[a] (B = 0: wait `wait_dt` seconds, or until the next arrival if that is
+  sooner). The batch takes the first min(B, queue, KV slots) queued requests (FCFS), reserves
+  max-length KV (ceil(max_model_len / 16) blocks) per slot, runs one unchunked prefill and then
+  padded decode steps until its longest member finishes (`cost_model.static_batch_time`). Members
+  get their first token after the prefill and finish when the batch ends; arrivals wait.
+Continuous mode (`ContinuousBatching`): the GPU runs the iteration-level engine (`engine.py`) and
+  the agent sets its admission cap max_num_seqs = cap_levels[a] every `decision_dt` seconds.
+Reward: requests finished within the SLO (TTFT <= slo_ttft and TPOT <= slo_tpot) during the step.
+The episode ends when the K requests of the window have finished.
+
+Static observation (float32 [13]): queue / 32, queued prompt tokens / 16384, oldest wait (s),
+newest wait (s), all-arrived flag, arrivals in the last second / 16, predicted output-bucket
+histogram of the first `max_slots` queued (4, / 32), KV slots / 32, log1p(max queued prompt) / 9,
+time to next arrival (s, capped at 10; 10 if none).
+Continuous observation (float32 [12]): waiting (arrived) / 32, waiting prompt tokens / 16384,
+running / 64, decoding / 64, KV used fraction, oldest wait (s), arrivals in the last second / 16,
+current cap / 256, predicted output-bucket histogram of waiting requests (4, / 32).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import flax.struct as struct
+import jax
+import jax.numpy as jnp
+from gymnax.environments import environment, spaces
+
+from jaxrl_suite.envs.serving import cost_model, engine, traces, workload
+
+STATIC_LEVELS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 28)
+CAP_LEVELS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+STATIC_OBS_DIM = 13
+CONT_OBS_DIM = 12
+
+
+@struct.dataclass
+class EnvParams:
+  hw: engine.Hardware
+  trace: workload.TraceArrays
+  levels: jax.Array               # int32 [A]: batch sizes (static) or caps (continuous)
+  rate_scale: float = 1.0
+  window_start: int = -1
+  pred_acc: float = 0.8
+  slo_ttft: float = 2.0
+  slo_tpot: float = 0.2
+  wait_dt: float = 0.05           # static: length of one "wait" action
+  decision_dt: float = 0.25       # continuous: time between cap decisions
+  max_model_len: int = 4096       # static: KV reserved per slot
+  max_steps_in_episode: int = 4096
+
+
+@struct.dataclass
+class StaticState:
+  req: engine.Requests
+  status: jax.Array   # int32 [K]: 0 = not dispatched, 3 = done
+  ttft: jax.Array     # float [K]
+  finish: jax.Array   # float [K]
+  t: jax.Array
+  n_good: jax.Array
+  n_batches: jax.Array
+  time: jax.Array
+
+
+@struct.dataclass
+class ContState:
+  eng: engine.Engine
+  req: engine.Requests
+  t: jax.Array
+  n_good: jax.Array
+  time: jax.Array
+
+
+class StaticBatching(environment.Environment[StaticState, EnvParams]):
+  """ServingBatch-v0, static mode (see module docstring)."""
+
+  def __init__(self, table_size: int = 128, num_levels: int = len(STATIC_LEVELS)):
+    super().__init__()
+    self.table_size = table_size
+    self._num_levels = num_levels
+
+  @property
+  def name(self) -> str:
+    return "ServingBatch-v0"
+
+  @property
+  def num_actions(self) -> int:
+    return self._num_levels
+
+  def action_space(self, params=None):
+    return spaces.Discrete(self._num_levels)
+
+  def observation_space(self, params):
+    return spaces.Box(-10.0, 100.0, (STATIC_OBS_DIM,), jnp.float32)
+
+  @property
+  def default_params(self) -> EnvParams:
+    return default_params("static")
+
+  def max_slots(self, params: EnvParams):
+    per_slot = (params.max_model_len + cost_model.BLOCK_TOKENS - 1) // cost_model.BLOCK_TOKENS
+    return params.hw.kv_blocks[0] // per_slot
+
+  def reset_env(self, key, params):
+    req = workload.sample_requests(key, params.trace, self.table_size, params.rate_scale,
+                                   params.window_start, params.pred_acc)
+    k = self.table_size
+    z = jnp.zeros((k,), req.arrival.dtype)
+    zi = jnp.zeros((), jnp.int32)
+    s = StaticState(req=req, status=jnp.zeros((k,), jnp.int32), ttft=z - 1, finish=z - 1,
+                    t=req.arrival[0], n_good=zi, n_batches=zi, time=zi)
+    return self.get_obs(s, params), s
+
+  def step_env(self, key, s: StaticState, action, params):
+    req, hw = s.req, params.hw
+    ft = req.arrival.dtype
+    queued = (s.status == 0) & (req.arrival <= s.t)
+    b = params.levels[action]
+    rank = jnp.cumsum(queued.astype(jnp.int32))
+    n_max = jnp.minimum(b, self.max_slots(params))
+    mem = queued & (rank <= n_max)
+    n = jnp.sum(mem)
+    go = n > 0
+    p = jnp.where(mem, req.prompt, 0)
+    sum_p = jnp.sum(p).astype(ft)
+    sum_p2 = jnp.sum(p * p).astype(ft)
+    max_o = jnp.max(jnp.where(mem, req.output, 1)).astype(ft)
+    t_pref, t_tot = cost_model.static_batch_time(jnp, hw.t_ovh[0], hw.t_w[0], hw.alpha[0],
+                                                 hw.beta[0], hw.gamma[0], n.astype(ft), sum_p,
+                                                 sum_p2, max_o)
+    ttft = jnp.where(mem, s.t + t_pref, s.ttft)
+    finish = jnp.where(mem, s.t + t_tot, s.finish)
+    status = jnp.where(mem, engine.DONE, s.status).astype(jnp.int32)
+    t_new = jnp.where(go, s.t + t_tot, s.t + params.wait_dt)
+    # Skip idle time: with nothing queued, the next decision is at the next arrival.
+    pending = status == 0
+    next_arr = jnp.min(jnp.where(pending, req.arrival, jnp.inf))
+    has_queue = jnp.any(pending & (req.arrival <= t_new))
+    t_new = jnp.where(has_queue | ~jnp.any(pending), t_new, jnp.maximum(t_new, next_arr))
+    good = mem & (ttft - req.arrival <= params.slo_ttft) & (
+        (finish - ttft) / jnp.maximum(req.output - 1, 1) <= params.slo_tpot)
+    n_good = jnp.sum(good).astype(jnp.int32)
+    s = s.replace(status=status, ttft=ttft, finish=finish, t=t_new, n_good=s.n_good + n_good,
+                  n_batches=s.n_batches + go.astype(jnp.int32), time=s.time + 1)
+    done = self.is_terminated(s, params)
+    return (jax.lax.stop_gradient(self.get_obs(s, params)), jax.lax.stop_gradient(s),
+            n_good.astype(jnp.float32), done, {"n_good": s.n_good})
+
+  def is_terminated(self, s, params):
+    return jnp.all(s.status == engine.DONE)
+
+  def is_terminal(self, s, params):
+    return self.is_terminated(s, params)
+
+  def action_mask(self, s, params):
+    return jnp.ones((self._num_levels,), bool)
+
+  def get_obs(self, s: StaticState, params, key=None):
+    req, t = s.req, s.t
+    f = lambda x: jnp.asarray(x, jnp.float32)
+    queued = (s.status == 0) & (req.arrival <= t)
+    pending = s.status == 0
+    q = jnp.sum(queued)
+    oldest = jnp.max(jnp.where(queued, t - req.arrival, 0.0))
+    newest = jnp.min(jnp.where(queued, t - req.arrival, jnp.inf))
+    newest = jnp.where(q > 0, newest, 0.0)
+    all_arr = ~jnp.any(pending & (req.arrival > t))
+    recent = jnp.sum((req.arrival <= t) & (req.arrival > t - 1.0))
+    slots = self.max_slots(params)
+    first = queued & (jnp.cumsum(queued.astype(jnp.int32)) <= slots)
+    hist = jnp.sum(jax.nn.one_hot(req.pred, workload.N_BUCKETS) * first[:, None], 0)
+    next_arr = jnp.min(jnp.where(pending & (req.arrival > t), req.arrival - t, 10.0))
+    return jnp.concatenate([
+        jnp.stack([f(q) / 32, f(jnp.sum(jnp.where(queued, req.prompt, 0))) / 16384, f(oldest),
+                   f(newest), f(all_arr), f(recent) / 16]),
+        f(hist) / 32,
+        jnp.stack([f(slots) / 32, jnp.log1p(f(jnp.max(jnp.where(queued, req.prompt, 0)))) / 9,
+                   f(jnp.minimum(next_arr, 10.0))])]).astype(jnp.float32)
+
+
+class ContinuousBatching(environment.Environment[ContState, EnvParams]):
+  """ServingBatch-v0, continuous mode (see module docstring)."""
+
+  def __init__(self, table_size: int = 128, max_events: int = 256,
+               num_levels: int = len(CAP_LEVELS)):
+    super().__init__()
+    self.table_size = table_size
+    self.max_events = max_events
+    self._num_levels = num_levels
+
+  @property
+  def name(self) -> str:
+    return "ServingBatch-v0"
+
+  @property
+  def num_actions(self) -> int:
+    return self._num_levels
+
+  def action_space(self, params=None):
+    return spaces.Discrete(self._num_levels)
+
+  def observation_space(self, params):
+    return spaces.Box(-10.0, 100.0, (CONT_OBS_DIM,), jnp.float32)
+
+  @property
+  def default_params(self) -> EnvParams:
+    return default_params("continuous")
+
+  def reset_env(self, key, params):
+    req = workload.sample_requests(key, params.trace, self.table_size, params.rate_scale,
+                                   params.window_start, params.pred_acc)
+    eng = engine.init_engine(req, 1, params.levels[-1])
+    # One GPU: every request is assigned at reset and becomes admissible at its arrival.
+    eng = eng.replace(gpu=jnp.zeros_like(eng.gpu), status=jnp.full_like(eng.status,
+                                                                        engine.WAITING))
+    zi = jnp.zeros((), jnp.int32)
+    s = ContState(eng=eng, req=req, t=req.arrival[0], n_good=zi, time=zi)
+    return self.get_obs(s, params), s
+
+  def step_env(self, key, s: ContState, action, params):
+    eng = s.eng.replace(cap=s.eng.cap.at[0].set(params.levels[action]))
+    horizon = s.t + params.decision_dt
+    eng, n_good, _ = engine.run_until(eng, s.req, params.hw, horizon, self.max_events,
+                                      params.slo_ttft, params.slo_tpot)
+    s = s.replace(eng=eng, t=horizon, n_good=s.n_good + n_good, time=s.time + 1)
+    done = self.is_terminated(s, params)
+    return (jax.lax.stop_gradient(self.get_obs(s, params)), jax.lax.stop_gradient(s),
+            n_good.astype(jnp.float32), done, {"n_good": s.n_good, "cap_hits": eng.cap_hits})
+
+  def is_terminated(self, s, params):
+    return jnp.all(s.eng.status == engine.DONE)
+
+  def is_terminal(self, s, params):
+    return self.is_terminated(s, params)
+
+  def action_mask(self, s, params):
+    return jnp.ones((self._num_levels,), bool)
+
+  def get_obs(self, s: ContState, params, key=None):
+    eng, req, t = s.eng, s.req, s.t
+    f = lambda x: jnp.asarray(x, jnp.float32)
+    waiting = (eng.status == engine.WAITING) & (req.arrival <= t)
+    running = eng.status == engine.RUNNING
+    decoding = running & (eng.pf >= eng.pt)
+    oldest = jnp.max(jnp.where(waiting, t - req.arrival, 0.0))
+    recent = jnp.sum((req.arrival <= t) & (req.arrival > t - 1.0))
+    hist = jnp.sum(jax.nn.one_hot(req.pred, workload.N_BUCKETS) * waiting[:, None], 0)
+    return jnp.concatenate([
+        jnp.stack([f(jnp.sum(waiting)) / 32,
+                   f(jnp.sum(jnp.where(waiting, req.prompt, 0))) / 16384,
+                   f(jnp.sum(running)) / 64, f(jnp.sum(decoding)) / 64,
+                   f(eng.kv_used[0]) / f(params.hw.kv_blocks[0]), f(oldest), f(recent) / 16,
+                   f(eng.cap[0]) / 256]),
+        f(hist) / 32]).astype(jnp.float32)
+
+
+def default_params(mode: str = "static", gpu: str = "A100-7B",
+                   trace: str | traces.Trace = "azure_conv", train_frac: float | None = 0.6,
+                   part: str = "early", max_batched_tokens: int = 2048,
+                   max_model_len: int = 4096, levels: Sequence[int] | None = None,
+                   **overrides: Any) -> EnvParams:
+  tr = traces.load_shipped(trace) if isinstance(trace, str) else trace
+  if train_frac is not None:
+    early, late = tr.split(train_frac)
+    tr = early if part == "early" else late
+  if levels is None:
+    levels = STATIC_LEVELS if mode == "static" else CAP_LEVELS
+  hw = engine.make_hardware([cost_model.GPU_TYPES[gpu]], max_batched_tokens)
+  return EnvParams(hw=hw, trace=workload.trace_arrays(tr, max_model_len),
+                   levels=jnp.asarray(levels, jnp.int32), max_model_len=max_model_len,
+                   **overrides)
+
+
+def make_batching(mode: str = "static", table_size: int = 128, max_events: int = 256,
+                  **param_overrides: Any):
+  """Factory for `ServingBatch-v0`: returns (env, env_params). mode: "static" | "continuous"."""
+  if mode not in ("static", "continuous"):
+    raise ValueError(f"mode must be 'static' or 'continuous', got {mode!r}")
+  params = default_params(mode, **param_overrides)
+  n = int(params.levels.shape[0])
+  env = (StaticBatching(table_size, n) if mode == "static"
+         else ContinuousBatching(table_size, max_events, n))
+  return env, params

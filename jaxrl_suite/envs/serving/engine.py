@@ -1,0 +1,255 @@
+"""Continuous (iteration-level) batching on N GPUs over a fixed-size request table, in pure JAX.
+
+This is the event core shared by `ServingRoute-v0` (N heterogeneous GPUs, the agent assigns each
+arrival to a GPU) and the continuous mode of `ServingBatch-v0` (1 GPU, the agent sets the admission
+cap `max_num_seqs`). `reference_sim.py` implements the same rules with Python objects and a heap.
+
+Request table (all [K], sorted by arrival): `status` 0 = not yet routed, 1 = waiting (assigned to
+GPU `gpu`), 2 = running (admitted, holds KV), 3 = finished. A request has prompt `p`, true output
+length `o` (hidden from policies), prefill target `pt` (p, or p + gen after a recompute
+preemption), prefill progress `pf` and generated tokens `gen`.
+
+One iteration on GPU g, scheduled at time t (vLLM-like, rules of design doc §2.3-2.4):
+  1. KV check: each running request needs ceil(need/16) blocks, need = pt while prefilling and
+     p + gen while decoding. If the total exceeds capacity, the newest running requests (highest
+     table index = latest arrival) are preempted with RECOMPUTE: KV dropped, back to waiting with
+     pt = p + gen, pf = 0.
+  2. Admission (FCFS, stop at first failure) of arrived waiting requests while running count <
+     cap_g (max_num_seqs), free blocks - ceil(pt/16) >= watermark (1% of blocks, vidur), and the
+     token budget still has room.
+  3. Token budget max_num_batched_tokens: one token per decoding request first, the rest as
+     prefill chunks in FCFS order (chunked prefill, Sarathi).
+  4. Duration from `cost_model.iteration_time` with N_tok = sum of scheduled tokens,
+     sum_ctx = sum of decode contexts p + gen, and prefill "chunk^2" = c (pf + c) (a chunk attends
+     to everything before it; = p^2 for an unchunked prefill).
+At the iteration's end every scheduled request advances: prefill chunks add to pf; a request whose
+prefill completes, and every decoding request, emits one token (TTFT = end of the iteration that
+emits the first token); a request with gen == o finishes.
+
+Events are processed in time order (ties: lowest GPU index) up to a horizon (the next decision
+time) with a bounded `lax.while_loop`; an idle GPU wakes at the earliest arrival among its waiting
+requests.
+"""
+
+from __future__ import annotations
+
+import flax.struct as struct
+import jax
+import jax.numpy as jnp
+
+from jaxrl_suite.envs.serving import cost_model
+
+WAITING, UNROUTED, RUNNING, DONE = 1, 0, 2, 3
+INF = jnp.inf
+
+
+@struct.dataclass
+class Hardware:
+  """Per-GPU cost constants [N] (see cost_model.GPUSpec) and batching limits."""
+  t_ovh: jax.Array
+  t_w: jax.Array
+  alpha: jax.Array
+  beta: jax.Array
+  gamma: jax.Array
+  kv_blocks: jax.Array      # int32 [N]
+  watermark: jax.Array      # int32 [N] blocks kept free at admission
+  type_id: jax.Array        # int32 [N]
+  max_batched_tokens: jax.Array  # int32 [N]
+
+
+def make_hardware(specs, max_batched_tokens: int = 2048, watermark_frac: float = 0.01,
+                  dtype=float) -> Hardware:
+  tab = cost_model.spec_table(specs)
+  f = lambda x: jnp.asarray(x, dtype=jnp.result_type(dtype))
+  return Hardware(t_ovh=f(tab["t_ovh"]), t_w=f(tab["t_w"]), alpha=f(tab["alpha"]),
+                  beta=f(tab["beta"]), gamma=f(tab["gamma"]),
+                  kv_blocks=jnp.asarray(tab["kv_blocks"], jnp.int32),
+                  watermark=jnp.asarray((watermark_frac * tab["kv_blocks"]).astype("int32")),
+                  type_id=jnp.asarray(tab["type_id"], jnp.int32),
+                  max_batched_tokens=jnp.full((len(specs),), max_batched_tokens, jnp.int32))
+
+
+@struct.dataclass
+class Requests:
+  """The episode's workload, [K] each, sorted by arrival (seconds from the episode start)."""
+  arrival: jax.Array
+  prompt: jax.Array   # int32
+  output: jax.Array   # int32, hidden from policies
+  pred: jax.Array     # int32 noisy output-length bucket (what policies may see)
+
+
+@struct.dataclass
+class Engine:
+  """Dynamic state of the request table [K] and the GPUs [N]."""
+  gpu: jax.Array       # int32 [K], -1 = not routed
+  status: jax.Array    # int32 [K]
+  pf: jax.Array        # int32 [K]
+  pt: jax.Array        # int32 [K]
+  gen: jax.Array       # int32 [K]
+  chunk: jax.Array     # int32 [K] tokens scheduled in its GPU's current iteration
+  ttft: jax.Array      # float [K] absolute time of first token, -1 if none
+  finish: jax.Array    # float [K] absolute finish time, -1 if not finished
+  npre: jax.Array      # int32 [K] recompute preemptions
+  busy: jax.Array      # bool [N]
+  iter_end: jax.Array  # float [N]
+  cap: jax.Array       # int32 [N] max_num_seqs
+  kv_used: jax.Array   # int32 [N] blocks held by running requests (after the last schedule)
+  kv_peak: jax.Array   # int32 [N]
+  n_iter: jax.Array    # int32 [N]
+  last_event: jax.Array  # float [], time of the last processed event (monotone)
+  cap_hits: jax.Array  # int32 [], decisions whose event loop hit its iteration cap
+
+
+def init_engine(req: Requests, n_gpus: int, cap: jax.Array) -> Engine:
+  k = req.arrival.shape[0]
+  fz = jnp.zeros((k,), req.arrival.dtype)
+  iz = jnp.zeros((k,), jnp.int32)
+  return Engine(gpu=iz - 1, status=iz, pf=iz, pt=req.prompt.astype(jnp.int32), gen=iz, chunk=iz,
+                ttft=fz - 1, finish=fz - 1, npre=iz,
+                busy=jnp.zeros((n_gpus,), bool), iter_end=jnp.full((n_gpus,), INF, fz.dtype),
+                cap=jnp.broadcast_to(jnp.asarray(cap, jnp.int32), (n_gpus,)),
+                kv_used=jnp.zeros((n_gpus,), jnp.int32), kv_peak=jnp.zeros((n_gpus,), jnp.int32),
+                n_iter=jnp.zeros((n_gpus,), jnp.int32),
+                last_event=jnp.asarray(0.0, fz.dtype), cap_hits=jnp.zeros((), jnp.int32))
+
+
+def _blocks(tokens):
+  return (tokens + cost_model.BLOCK_TOKENS - 1) // cost_model.BLOCK_TOKENS
+
+
+def kv_need(eng: Engine, req: Requests) -> jax.Array:
+  """KV tokens a running request holds: pt while prefilling, p + gen while decoding."""
+  return jnp.where(eng.pf < eng.pt, eng.pt, req.prompt + eng.gen)
+
+
+def event_times(eng: Engine, req: Requests) -> jax.Array:
+  """[N] next event per GPU: its iteration end if busy, else its earliest waiting arrival."""
+  n = eng.busy.shape[0]
+  waiting = eng.status == WAITING
+  onehot = (eng.gpu[:, None] == jnp.arange(n)[None, :]) & waiting[:, None]
+  wake = jnp.min(jnp.where(onehot, req.arrival[:, None], INF), axis=0)
+  return jnp.where(eng.busy, eng.iter_end, wake)
+
+
+def complete(eng: Engine, req: Requests, g, te):
+  """Applies the effects of GPU g's iteration ending at te. Returns (engine, finished mask [K])."""
+  mem = (eng.gpu == g) & (eng.status == RUNNING) & (eng.chunk > 0)
+  prefilling = eng.pf < eng.pt
+  pf = jnp.where(mem & prefilling, eng.pf + eng.chunk, eng.pf)
+  tok = mem & jnp.where(prefilling, pf >= eng.pt, True)
+  gen = eng.gen + tok.astype(jnp.int32)
+  ttft = jnp.where(tok & (eng.ttft < 0), te, eng.ttft)
+  done = tok & (gen >= req.output)
+  return eng.replace(pf=pf.astype(jnp.int32), gen=gen.astype(jnp.int32), ttft=ttft,
+                     status=jnp.where(done, DONE, eng.status).astype(jnp.int32),
+                     finish=jnp.where(done, te, eng.finish),
+                     chunk=jnp.where(eng.gpu == g, 0, eng.chunk)), done
+
+
+def schedule(eng: Engine, req: Requests, hw: Hardware, g, t) -> Engine:
+  """Plans GPU g's next iteration at time t (preempt, admit, allocate tokens, set its end)."""
+  mine = eng.gpu == g
+  cap_blocks = hw.kv_blocks[g]
+  # 1. KV check of the running set; keep the largest FCFS prefix that fits (= preempt newest).
+  run = mine & (eng.status == RUNNING)
+  need_blk = jnp.where(run, _blocks(kv_need(eng, req)), 0)
+  keep = run & (jnp.cumsum(need_blk) <= cap_blocks)
+  pre = run & ~keep
+  status = jnp.where(pre, WAITING, eng.status)
+  pt = jnp.where(pre, req.prompt + eng.gen, eng.pt)
+  pf = jnp.where(pre, 0, eng.pf)
+  used = jnp.sum(jnp.where(keep, need_blk, 0))
+  free = cap_blocks - used
+  n_keep = jnp.sum(keep)
+  dec = keep & (pf >= pt)
+  budget = hw.max_batched_tokens[g] - jnp.sum(dec)
+  # 2. FCFS admission of arrived waiting requests.
+  wait = mine & (status == WAITING) & (req.arrival <= t)
+  pref_cand = (keep & ~dec) | wait
+  rem = jnp.where(pref_cand, pt - pf, 0)
+  pre_cum = jnp.cumsum(rem) - rem
+  w_rank = jnp.cumsum(wait.astype(jnp.int32))
+  w_blk = jnp.where(wait, _blocks(pt), 0)
+  ok = (wait & (n_keep + w_rank <= eng.cap[g]) & (free - jnp.cumsum(w_blk) >= hw.watermark[g])
+        & (budget - pre_cum > 0))
+  failed = wait & ~ok
+  admit = ok & (jnp.cumsum(failed.astype(jnp.int32)) == 0)
+  status = jnp.where(admit, RUNNING, status)
+  # 3. Token allocation: decodes 1 each, prefill chunks FCFS from the remaining budget.
+  pref = (keep & ~dec) | admit
+  chunk_p = jnp.clip(budget - pre_cum, 0, rem)
+  chunk = jnp.where(dec, 1, jnp.where(pref, chunk_p, jnp.where(mine, 0, eng.chunk)))
+  mine_chunk = jnp.where(mine, chunk, 0)
+  n_tok = jnp.sum(mine_chunk)
+  sum_ctx = jnp.sum(jnp.where(dec, req.prompt + eng.gen, 0))
+  sum_sq = jnp.sum(jnp.where(pref, chunk * (pf + chunk), 0))
+  ft = eng.iter_end.dtype
+  dur = cost_model.iteration_time(jnp, hw.t_ovh[g], hw.t_w[g], hw.alpha[g], hw.beta[g],
+                                  hw.gamma[g], n_tok.astype(ft), sum_ctx.astype(ft),
+                                  sum_sq.astype(ft))
+  busy = n_tok > 0
+  kv = used + jnp.sum(jnp.where(admit, _blocks(pt), 0))
+  i32 = lambda x: x.astype(jnp.int32)
+  kv = i32(kv)
+  return eng.replace(status=i32(status), pt=i32(pt), pf=i32(pf), chunk=i32(chunk),
+                     npre=i32(eng.npre + pre),
+                     busy=eng.busy.at[g].set(busy),
+                     iter_end=eng.iter_end.at[g].set(jnp.where(busy, t + dur, INF)),
+                     kv_used=eng.kv_used.at[g].set(kv),
+                     kv_peak=eng.kv_peak.at[g].set(jnp.maximum(eng.kv_peak[g], kv)),
+                     n_iter=eng.n_iter.at[g].add(busy.astype(jnp.int32)))
+
+
+def run_until(eng: Engine, req: Requests, hw: Hardware, horizon, max_events: int,
+              slo_ttft, slo_tpot):
+  """Processes GPU events with time <= horizon (at most `max_events`).
+
+  Returns (engine, number of requests finished within the SLO, number finished).
+  """
+  def next_ev(e):
+    ev = event_times(e, req)
+    g = jnp.argmin(ev)
+    return g, ev[g]
+
+  def cond(c):
+    e, i, _, _ = c
+    _, te = next_ev(e)
+    return (i < max_events) & (te <= horizon)
+
+  def body(c):
+    e, i, n_good, n_done = c
+    g, te = next_ev(e)
+    e, done = complete(e, req, g, te)
+    good = done & slo_met(e, req, slo_ttft, slo_tpot)
+    e = schedule(e, req, hw, g, te)
+    e = e.replace(last_event=jnp.maximum(e.last_event, te))
+    return (e, i + 1, n_good + jnp.sum(good).astype(jnp.int32),
+            n_done + jnp.sum(done).astype(jnp.int32))
+
+  z = jnp.zeros((), jnp.int32)
+  eng, i, n_good, n_done = jax.lax.while_loop(cond, body, (eng, z, z, z))
+  _, te = next_ev(eng)
+  hit = (i >= max_events) & (te <= horizon)
+  return eng.replace(cap_hits=eng.cap_hits + hit.astype(jnp.int32)), n_good, n_done
+
+
+def slo_met(eng: Engine, req: Requests, slo_ttft, slo_tpot) -> jax.Array:
+  """[K] finished with TTFT <= slo_ttft and mean time per output token after the first <= slo_tpot."""
+  ttft = eng.ttft - req.arrival
+  tpot = (eng.finish - eng.ttft) / jnp.maximum(req.output - 1, 1)
+  return (eng.status == DONE) & (ttft <= slo_ttft) & (tpot <= slo_tpot)
+
+
+def gpu_load(eng: Engine, req: Requests, n_gpus: int, pred_tokens: jax.Array):
+  """Per-GPU load features [N] each: outstanding/waiting/running counts, outstanding prefill
+  tokens, predicted outstanding decode tokens (from the noisy predictor, never the true length)."""
+  onehot = (eng.gpu[:, None] == jnp.arange(n_gpus)[None, :])
+  live = (eng.status == WAITING) | (eng.status == RUNNING)
+  waiting = eng.status == WAITING
+  running = eng.status == RUNNING
+  rem_pf = jnp.where(live, eng.pt - eng.pf, 0)
+  rem_dec = jnp.where(live, jnp.maximum(pred_tokens - eng.gen, 1), 0)
+  s = lambda x: jnp.sum(jnp.where(onehot, x[:, None], 0), axis=0)
+  return {"outstanding": s(live.astype(jnp.int32)), "waiting": s(waiting.astype(jnp.int32)),
+          "running": s(running.astype(jnp.int32)), "prefill_tokens": s(rem_pf),
+          "decode_tokens": s(rem_dec)}

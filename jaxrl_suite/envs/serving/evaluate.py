@@ -1,0 +1,101 @@
+"""One evaluation harness for heuristics and learned policies, plus serving metrics.
+
+`rollout(env, params, policy, pparams, key, max_steps)` runs one episode (no auto-reset) with a
+bounded `lax.while_loop` and returns the final env state; it vmaps over windows/seeds/params.
+`metrics(...)` turns a final state into throughput, goodput at the SLO, TTFT/E2E percentiles and
+the segregation index (numpy, per episode). Ratios are of throughputs/goodputs, never of returns.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_suite.envs.serving import cost_model, engine
+
+LONG_OUTPUT = 256  # "long" request for the segregation index: true output > 256 tokens
+
+
+def rollout(env, params, policy: Callable, pparams: Any, key, max_steps: int):
+  """Runs one episode of `policy(pparams, obs, key)`; returns (final_state, steps, return)."""
+  k_reset, k_loop = jax.random.split(key)
+  obs, state = env.reset_env(k_reset, params)
+
+  def cond(c):
+    _, state, i, _, done, _ = c
+    return (i < max_steps) & ~done
+
+  def body(c):
+    obs, state, i, ret, _, key = c
+    key, k_a, k_s = jax.random.split(key, 3)
+    a = policy(pparams, obs, k_a)
+    if hasattr(env, "action_mask"):
+      # Heuristics may pick a masked action in drain steps; the env ignores it there anyway.
+      a = jnp.where(env.action_mask(state, params)[a], a, 0)
+    obs, state, r, done, _ = env.step_env(k_s, state, a, params)
+    return obs, state, i + 1, ret + r, done, key
+
+  init = (obs, state, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32),
+          jnp.zeros((), bool), k_loop)
+  _, state, steps, ret, _, _ = jax.lax.while_loop(cond, body, init)
+  return state, steps, ret
+
+
+def episode_arrays(state) -> dict[str, np.ndarray]:
+  """Per-request arrays of a final state (static or engine-based), leading batch dims kept."""
+  req = state.req
+  if hasattr(state, "eng"):
+    e = state.eng
+    d = {"status": e.status, "ttft": e.ttft, "finish": e.finish, "gpu": e.gpu, "npre": e.npre}
+  else:
+    d = {"status": state.status, "ttft": state.ttft, "finish": state.finish,
+         "gpu": jnp.zeros_like(state.status), "npre": jnp.zeros_like(state.status)}
+  d.update(arrival=req.arrival, prompt=req.prompt, output=req.output)
+  return {k: np.asarray(v) for k, v in d.items()}
+
+
+def metrics(arr: dict[str, np.ndarray], slo_ttft: float, slo_tpot: float,
+            type_id: np.ndarray | None = None) -> dict[str, float]:
+  """Serving metrics of ONE episode (arrays [K]).
+
+  throughput = finished / (last finish - first arrival) [req/s]; goodput = finished within the
+  SLO / same span; token throughput counts output tokens. Unfinished requests count as SLO misses
+  and are excluded from latency percentiles (their number is reported).
+  segregation = P(fast GPU | long) - P(fast GPU | short), fast = H100/A100 types (0 = no
+  segregation, 1 = perfect), "long" = true output > LONG_OUTPUT tokens.
+  """
+  done = arr["status"] == engine.DONE
+  span = (arr["finish"][done].max() - arr["arrival"].min()) if done.any() else np.nan
+  ttft = arr["ttft"] - arr["arrival"]
+  e2e = arr["finish"] - arr["arrival"]
+  tpot = (arr["finish"] - arr["ttft"]) / np.maximum(arr["output"] - 1, 1)
+  good = done & (ttft <= slo_ttft) & (tpot <= slo_tpot)
+  pct = lambda x, q: float(np.percentile(x[done], q)) if done.any() else float("nan")
+  out = {"throughput": done.sum() / span, "goodput": good.sum() / span,
+         "token_throughput": arr["output"][done].sum() / span,
+         "slo_attainment": good.mean(), "unfinished": float((~done).sum()),
+         "ttft_p50": pct(ttft, 50), "ttft_p99": pct(ttft, 99),
+         "e2e_p50": pct(e2e, 50), "e2e_p99": pct(e2e, 99),
+         "preemptions": float(arr["npre"].sum())}
+  if type_id is not None:
+    names = list(cost_model.GPU_TYPES)
+    fast_types = [names.index("H100-7B"), names.index("A100-7B"), names.index("A100x4-70B")]
+    fast = np.isin(np.asarray(type_id)[np.clip(arr["gpu"], 0, None)], fast_types)
+    long = arr["output"] > LONG_OUTPUT
+    pl = fast[long].mean() if long.any() else np.nan
+    ps = fast[~long].mean() if (~long).any() else np.nan
+    out["segregation"] = float(pl - ps)
+    out["long_share_fast"] = float(long[fast].mean()) if fast.any() else float("nan")
+    out["long_share_slow"] = float(long[~fast].mean()) if (~fast).any() else float("nan")
+  return {k: float(v) for k, v in out.items()}
+
+
+def batch_metrics(state, slo_ttft, slo_tpot, type_id=None) -> list[dict[str, float]]:
+  """metrics() for every episode of a state batched over its leading axis."""
+  arr = episode_arrays(state)
+  n = arr["status"].shape[0]
+  return [metrics({k: v[i] for k, v in arr.items()}, slo_ttft, slo_tpot, type_id)
+          for i in range(n)]

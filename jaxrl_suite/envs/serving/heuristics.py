@@ -1,0 +1,150 @@
+"""Baseline policies with the learned policy's signature `policy(params, obs, key) -> action`.
+
+`params` is a dict of tunable knobs (arrays), so one harness tunes, vmaps and evaluates them all.
+Each family comes with a tuning grid (`*_GRID`); the experiments pick the best grid point on the
+training trace with the same evaluation windows for every family.
+
+Batching (ServingBatch-v0, static observation layout in batching.py):
+  * static_b:  classic static batching: dispatch B once B requests wait (or when no more arrive).
+  * timeout:   dispatch B when B wait or the oldest has waited `timeout` seconds.
+  * idle_only: whenever the GPU is idle, dispatch up to B queued requests (never waits).
+  * fixed_cap: continuous batching with a constant max_num_seqs (tuned).
+Routing (ServingRoute-v0, `routing.split_obs` layout):
+  random, round_robin, jsq (fewest outstanding requests), lot (least outstanding tokens,
+  prefill + w * predicted decode), power_of_two (JSQ between two random GPUs), sita (size-interval
+  task assignment: predicted size above a tuned threshold goes to the fast pool H100/A100, below to
+  the L4s, least-outstanding-tokens within a pool), idle_first (fastest idle GPU, else LOT),
+  least_work (heterogeneity-aware: expected drain time from each GPU's cost constants).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl_suite.envs.serving import batching, routing, workload
+
+# ------------------------------------------------------------------------------ batching
+
+
+def static_b(params, obs, key):
+  """params: b_idx (action index of B), b (batch size)."""
+  q = jnp.round(obs[..., 0] * 32)
+  go = (q >= params["b"]) | (obs[..., 4] > 0.5)
+  return jnp.where(go, params["b_idx"], 0).astype(jnp.int32)
+
+
+def timeout(params, obs, key):
+  """params: b_idx, b, timeout (s)."""
+  q = jnp.round(obs[..., 0] * 32)
+  go = (q >= params["b"]) | (obs[..., 2] >= params["timeout"]) | (obs[..., 4] > 0.5)
+  return jnp.where(go, params["b_idx"], 0).astype(jnp.int32)
+
+
+def idle_only(params, obs, key):
+  """params: b_idx (dispatch up to levels[b_idx] whenever idle)."""
+  return jnp.broadcast_to(params["b_idx"], obs.shape[:-1]).astype(jnp.int32)
+
+
+def fixed_cap(params, obs, key):
+  """Continuous batching with a constant cap: params: a (cap level index)."""
+  return jnp.broadcast_to(params["a"], obs.shape[:-1]).astype(jnp.int32)
+
+
+def batching_grids(levels=batching.STATIC_LEVELS):
+  """Tuning grids {family: list of params} for static mode (levels index 1.. are batch sizes)."""
+  idx = list(range(1, len(levels)))
+  return {
+      "static_b": [{"b_idx": i, "b": levels[i]} for i in idx],
+      "timeout": [{"b_idx": i, "b": levels[i], "timeout": to} for i in idx[2::2]
+                  for to in (0.25, 1.0)],
+      "idle_only": [{"b_idx": i} for i in idx],
+  }
+
+
+def cap_grid(levels=batching.CAP_LEVELS):
+  return {"fixed_cap": [{"a": i} for i in range(len(levels))]}
+
+
+# ------------------------------------------------------------------------------ routing
+
+
+
+def _views(obs, n_gpus):
+  return routing.split_obs(obs, n_gpus)
+
+
+def _argmin(x):
+  return jnp.argmin(x, axis=-1).astype(jnp.int32)
+
+
+def make_router(name: str, n_gpus: int):
+  """Returns policy(params, obs, key) -> GPU index for routing baseline `name`."""
+
+  def lot_score(v, w):
+    return v["prefill_tokens"] + w * v["decode_tokens"]
+
+  def req_size(v, w):
+    prompt = jnp.expm1(v["log_prompt"])
+    pred_tok = v["pred"] @ jnp.asarray(workload.BUCKET_TOKENS, jnp.float32)
+    return prompt + w * pred_tok
+
+  def policy(params, obs, key):
+    v = _views(obs, n_gpus)
+    if name == "random":
+      return jax.random.randint(key, obs.shape[:-1], 0, n_gpus)
+    if name == "round_robin":
+      return jnp.argmax(v["rr"], -1).astype(jnp.int32)
+    if name == "jsq":
+      return _argmin(v["outstanding"])
+    if name == "lot":
+      return _argmin(lot_score(v, params["w"]))
+    if name == "power_of_two":
+      k1, k2 = jax.random.split(key)
+      a = jax.random.randint(k1, obs.shape[:-1], 0, n_gpus)
+      b = (a + jax.random.randint(k2, obs.shape[:-1], 1, n_gpus)) % n_gpus
+      qa = jnp.take_along_axis(v["outstanding"], a[..., None], -1)[..., 0]
+      qb = jnp.take_along_axis(v["outstanding"], b[..., None], -1)[..., 0]
+      return jnp.where(qb < qa, b, a).astype(jnp.int32)
+    if name == "sita":
+      fast = v["type"][..., 2] < 0.5                       # H100 / A100 pool
+      long = req_size(v, params["w"]) > params["threshold"]
+      in_pool = jnp.where(long[..., None], fast, ~fast)
+      score = lot_score(v, params["w"]) * v["alpha"]
+      return _argmin(jnp.where(in_pool, score, jnp.inf))
+    if name == "idle_first":
+      idle = v["idle"] > 0.5
+      speed_rank = v["t_w"]                                 # lower = faster decode
+      any_idle = jnp.any(idle, -1)
+      pick_idle = _argmin(jnp.where(idle, speed_rank, jnp.inf))
+      return jnp.where(any_idle, pick_idle, _argmin(lot_score(v, params["w"])))
+    if name == "least_work":
+      # Expected time to drain: prefill tokens at alpha, decode tokens at t_w / (decode batch
+      # width); the new request's own work is added on each candidate GPU.
+      p_new = jnp.expm1(v["log_prompt"])[..., None]
+      d_new = (v["pred"] @ jnp.asarray(workload.BUCKET_TOKENS, jnp.float32))[..., None]
+      width = jnp.maximum(v["running"], 1.0) * params["c"] + 1.0
+      t = ((v["prefill_tokens"] + p_new) * v["alpha"]
+           + (v["decode_tokens"] + d_new) * v["t_w"] / width)
+      return _argmin(t)
+    raise ValueError(f"unknown router {name!r}")
+
+  return policy
+
+
+ROUTERS = ("random", "round_robin", "jsq", "lot", "power_of_two", "sita", "idle_first",
+           "least_work")
+
+
+def routing_grids():
+  """Tuning grids {router: list of params}; untunable routers get one (empty) point."""
+  return {
+      "random": [{}],
+      "round_robin": [{}],
+      "jsq": [{}],
+      "power_of_two": [{}],
+      "lot": [{"w": w} for w in (0.5, 1.0, 2.0, 4.0)],
+      "sita": [{"w": 1.0, "threshold": th} for th in (256., 512., 1024., 1536., 2048., 3072.)],
+      "idle_first": [{"w": w} for w in (1.0, 4.0)],
+      "least_work": [{"c": c} for c in (0.25, 0.5, 1.0)],
+  }

@@ -1,0 +1,193 @@
+"""`ServingRoute-v0`: route each arriving LLM request to one of N heterogeneous GPUs.
+
+Each GPU runs a vLLM-like continuous batcher (`engine.py`) with the same fixed knobs for every
+policy (max_num_seqs `cap`, max_num_batched_tokens, watermark). A step = one routing decision:
+
+  * the request `nxt` (arriving at `t`) is assigned to GPU `action`;
+  * GPU events run (bounded `lax.while_loop`) until the next arrival (or `drain_dt` later once all
+    requests are routed; then actions are ignored and masked to 0);
+  * reward = number of requests that finished within the SLO (TTFT <= slo_ttft and
+    TPOT <= slo_tpot) during the step, so the return is the episode's goodput count.
+The episode ends when all K requests of the window have finished.
+
+Observation (float32 [N * 12 + N + 6]):
+  per GPU g (12 each): outstanding requests / 16, waiting / 16, running / 64, outstanding prefill
+  tokens / 8192, predicted outstanding decode tokens / 2048, KV used fraction, idle flag,
+  alpha * 1e4 (prefill cost per token), t_w * 100 (decode step floor), one-hot of the GPU type (3:
+  H100, A100, L4-or-other);
+  then a one-hot [N] of (request index mod N) (what round-robin needs), and for the request:
+  log1p(prompt) / 9, its predicted output bucket one-hot (4), and a has-request flag.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import flax.struct as struct
+import jax
+import jax.numpy as jnp
+from gymnax.environments import environment, spaces
+
+from jaxrl_suite.envs.serving import cost_model, engine, traces, workload
+
+PER_GPU = 12
+REQ_FEATS = 6
+DEFAULT_CLUSTER = ("H100-7B", "A100-7B", "L4-7B", "L4-7B")
+
+
+@struct.dataclass
+class EnvState:
+  eng: engine.Engine
+  req: engine.Requests
+  t: jax.Array
+  nxt: jax.Array          # index of the request to route next (K when all are routed)
+  n_good: jax.Array       # finished within SLO so far
+  time: jax.Array         # decision steps taken (gymnax truncation)
+
+
+@struct.dataclass
+class EnvParams:
+  hw: engine.Hardware
+  trace: workload.TraceArrays
+  rate_scale: float = 1.0
+  window_start: int = -1
+  pred_acc: float = 0.8
+  slo_ttft: float = 2.0
+  slo_tpot: float = 0.2
+  cap: int = 128
+  drain_dt: float = 2.0
+  max_steps_in_episode: int = 4096
+
+
+def _type_onehot(type_id):
+  """3-way GPU type code: H100 / A100 / other (L4, ...)."""
+  names = list(cost_model.GPU_TYPES)
+  h = type_id == names.index("H100-7B")
+  a = (type_id == names.index("A100-7B")) | (type_id == names.index("A100x4-70B"))
+  return jnp.stack([h, a, ~(h | a)], -1).astype(jnp.float32)
+
+
+class ServingRoute(environment.Environment[EnvState, EnvParams]):
+  """Heterogeneous-GPU request routing; see the module docstring for the MDP."""
+
+  def __init__(self, n_gpus: int = 4, table_size: int = 128, max_events: int = 256):
+    super().__init__()
+    self.n_gpus = n_gpus
+    self.table_size = table_size
+    self.max_events = max_events
+
+  @property
+  def name(self) -> str:
+    return "ServingRoute-v0"
+
+  @property
+  def num_actions(self) -> int:
+    return self.n_gpus
+
+  @property
+  def default_params(self) -> EnvParams:
+    return default_params()
+
+  def action_space(self, params: EnvParams | None = None) -> spaces.Discrete:
+    return spaces.Discrete(self.n_gpus)
+
+  def observation_space(self, params: EnvParams) -> spaces.Box:
+    return spaces.Box(-10.0, 10.0, (self.obs_dim,), jnp.float32)
+
+  @property
+  def obs_dim(self) -> int:
+    return self.n_gpus * PER_GPU + self.n_gpus + REQ_FEATS
+
+  def reset_env(self, key, params: EnvParams):
+    req = workload.sample_requests(key, params.trace, self.table_size, params.rate_scale,
+                                   params.window_start, params.pred_acc)
+    eng = engine.init_engine(req, self.n_gpus, params.cap)
+    state = EnvState(eng=eng, req=req, t=req.arrival[0], nxt=jnp.zeros((), jnp.int32),
+                     n_good=jnp.zeros((), jnp.int32), time=jnp.zeros((), jnp.int32))
+    return self.get_obs(state, params), state
+
+  def step_env(self, key, state: EnvState, action, params: EnvParams):
+    k = self.table_size
+    i = state.nxt
+    has = i < k
+    ic = jnp.minimum(i, k - 1)
+    eng = state.eng
+    eng = eng.replace(
+        gpu=eng.gpu.at[ic].set(jnp.where(has, action.astype(jnp.int32), eng.gpu[ic])),
+        status=eng.status.at[ic].set(jnp.where(has, engine.WAITING, eng.status[ic])))
+    nxt = i + has.astype(jnp.int32)
+    horizon = jnp.where(nxt < k, state.req.arrival[jnp.minimum(nxt, k - 1)],
+                        state.t + params.drain_dt)
+    eng, n_good, _ = engine.run_until(eng, state.req, params.hw, horizon, self.max_events,
+                                      params.slo_ttft, params.slo_tpot)
+    state = state.replace(eng=eng, t=horizon, nxt=nxt, n_good=state.n_good + n_good,
+                          time=state.time + 1)
+    done = self.is_terminal(state, params)
+    info = {"n_good": state.n_good, "cap_hits": eng.cap_hits}
+    return (jax.lax.stop_gradient(self.get_obs(state, params)), jax.lax.stop_gradient(state),
+            n_good.astype(jnp.float32), done, info)
+
+  def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
+    return jnp.all(state.eng.status == engine.DONE)
+
+  def is_terminal(self, state: EnvState, params: EnvParams) -> jax.Array:
+    return self.is_terminated(state, params)
+
+  def action_mask(self, state: EnvState, params: EnvParams) -> jax.Array:
+    has = state.nxt < self.table_size
+    return jnp.where(has, True, jnp.arange(self.n_gpus) == 0)
+
+  def get_obs(self, state: EnvState, params: EnvParams, key=None) -> jax.Array:
+    n, k = self.n_gpus, self.table_size
+    eng, req, hw = state.eng, state.req, params.hw
+    pred_tok = jnp.asarray(workload.BUCKET_TOKENS)[req.pred]
+    load = engine.gpu_load(eng, req, n, pred_tok)
+    f = lambda x: x.astype(jnp.float32)
+    per = jnp.concatenate([
+        jnp.stack([f(load["outstanding"]) / 16, f(load["waiting"]) / 16,
+                   f(load["running"]) / 64, f(load["prefill_tokens"]) / 8192,
+                   f(load["decode_tokens"]) / 2048, f(eng.kv_used) / f(hw.kv_blocks),
+                   f(load["outstanding"] == 0), f(hw.alpha) * 1e4, f(hw.t_w) * 100], -1),
+        _type_onehot(hw.type_id)], -1)
+    i = jnp.minimum(state.nxt, k - 1)
+    has = state.nxt < k
+    rr = jax.nn.one_hot(state.nxt % n, n)
+    reqf = jnp.concatenate([
+        jnp.log1p(f(req.prompt[i]))[None] / 9,
+        jax.nn.one_hot(req.pred[i], workload.N_BUCKETS), f(has)[None]]) * f(has)
+    return jnp.concatenate([per.reshape(-1), rr, reqf]).astype(jnp.float32)
+
+
+def split_obs(obs: jax.Array, n_gpus: int) -> dict[str, jax.Array]:
+  """Named views of a routing observation (used by the heuristics)."""
+  per = obs[..., :n_gpus * PER_GPU].reshape(obs.shape[:-1] + (n_gpus, PER_GPU))
+  rr = obs[..., n_gpus * PER_GPU:n_gpus * PER_GPU + n_gpus]
+  r = obs[..., n_gpus * PER_GPU + n_gpus:]
+  return {"outstanding": per[..., 0] * 16, "waiting": per[..., 1] * 16, "running": per[..., 2] * 64,
+          "prefill_tokens": per[..., 3] * 8192, "decode_tokens": per[..., 4] * 2048,
+          "kv_frac": per[..., 5], "idle": per[..., 6], "alpha": per[..., 7] / 1e4,
+          "t_w": per[..., 8] / 100, "type": per[..., 9:12], "rr": rr,
+          "log_prompt": r[..., 0] * 9, "pred": r[..., 1:1 + workload.N_BUCKETS],
+          "has_request": r[..., -1]}
+
+
+def default_params(cluster: Sequence[str] = DEFAULT_CLUSTER, trace: str | traces.Trace =
+                   "azure_conv", train_frac: float | None = 0.6, part: str = "early",
+                   max_batched_tokens: int = 2048, max_model_len: int = 4096,
+                   **overrides: Any) -> EnvParams:
+  """Params for a cluster of GPU types over (the early part of) a trace."""
+  tr = traces.load_shipped(trace) if isinstance(trace, str) else trace
+  if train_frac is not None:
+    early, late = tr.split(train_frac)
+    tr = early if part == "early" else late
+  hw = engine.make_hardware([cost_model.GPU_TYPES[c] for c in cluster], max_batched_tokens)
+  return EnvParams(hw=hw, trace=workload.trace_arrays(tr, max_model_len), **overrides)
+
+
+def make_routing(n_gpus: int | None = None, table_size: int = 128, max_events: int = 256,
+                 cluster: Sequence[str] = DEFAULT_CLUSTER, **param_overrides: Any):
+  """Factory for `ServingRoute-v0`: returns (env, env_params)."""
+  if n_gpus is not None and n_gpus != len(cluster):
+    raise ValueError(f"n_gpus={n_gpus} does not match cluster {cluster}")
+  env = ServingRoute(len(cluster), table_size, max_events)
+  return env, default_params(cluster=cluster, **param_overrides)

@@ -1,0 +1,199 @@
+"""Workloads: real trace replay (Azure 2023, Mooncake CSV) and synthetic generators.
+
+A `Trace` is three aligned numpy arrays sorted by arrival: `arrival` (s, from the first request),
+`prompt` and `output` (tokens). Real files are validated row by row; a malformed file raises
+`TraceError` naming the file and the 1-based line.
+
+Supported CSV formats (detected from the header):
+  * Azure LLM inference 2023: `TIMESTAMP,ContextTokens,GeneratedTokens`, timestamps
+    `YYYY-MM-DD HH:MM:SS.fffffff` (Patel et al., Splitwise, ISCA'24; CC-BY-4.0).
+  * Mooncake FAST'25 (converted to CSV): `timestamp,input_length,output_length[,hash_ids]`,
+    timestamp in ms (Qin et al., FAST'25; Apache-2.0).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime as _dt
+import os
+
+import numpy as np
+
+DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+SHIPPED = {
+    "azure_conv": os.path.join(DATA_DIR, "azure2023_conv_sample.csv"),
+    "azure_code": os.path.join(DATA_DIR, "azure2023_code_sample.csv"),
+}
+
+_FORMATS = {
+    "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
+    "mooncake": ("timestamp", "input_length", "output_length"),
+}
+
+
+class TraceError(ValueError):
+  """A malformed trace file; the message names the file and the line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Trace:
+  """Requests sorted by arrival. arrival: float64 [n] seconds from the first; prompt, output: int64."""
+  arrival: np.ndarray
+  prompt: np.ndarray
+  output: np.ndarray
+  name: str = "trace"
+
+  def __len__(self) -> int:
+    return int(self.arrival.shape[0])
+
+  @property
+  def duration(self) -> float:
+    return float(self.arrival[-1] - self.arrival[0]) if len(self) else 0.0
+
+  @property
+  def rate(self) -> float:
+    return (len(self) - 1) / self.duration if self.duration > 0 else float("inf")
+
+  def slice(self, lo: int, hi: int, name: str | None = None) -> "Trace":
+    a = self.arrival[lo:hi]
+    return Trace(a - a[0], self.prompt[lo:hi].copy(), self.output[lo:hi].copy(),
+                 name or f"{self.name}[{lo}:{hi}]")
+
+  def split(self, frac: float) -> tuple["Trace", "Trace"]:
+    """(early, late) split at a fraction of the *time* span: train on early, evaluate on late."""
+    cut = int(np.searchsorted(self.arrival, self.arrival[0] + frac * self.duration))
+    cut = min(max(cut, 1), len(self) - 1)
+    return (self.slice(0, cut, f"{self.name}[early]"), self.slice(cut, len(self),
+                                                                  f"{self.name}[late]"))
+
+  def scaled(self, rate_scale: float) -> "Trace":
+    """Rate-scale knob: arrivals compressed by `rate_scale` (2.0 = twice the request rate)."""
+    if not rate_scale > 0:
+      raise ValueError(f"rate_scale must be > 0, got {rate_scale}")
+    return dataclasses.replace(self, arrival=self.arrival / rate_scale)
+
+  def clipped(self, max_model_len: int, max_output: int) -> "Trace":
+    """Fits requests to the model context (Llama-2: 4096): output <= max_output, prompt truncated
+    (left-truncation, as a serving front end would) so that prompt + output <= max_model_len."""
+    o = np.clip(self.output, 1, max_output)
+    p = np.clip(self.prompt, 1, max_model_len - o)
+    return dataclasses.replace(self, prompt=p, output=o)
+
+
+def _parse_azure_time(s: str) -> float:
+  date, clock = s.strip().split(" ")
+  hh, mm, ss = clock.split(":")
+  day = _dt.date.fromisoformat(date).toordinal()
+  return day * 86400.0 + int(hh) * 3600.0 + int(mm) * 60.0 + float(ss)
+
+
+def load_trace(path: str, name: str | None = None) -> Trace:
+  """Reads and validates a trace CSV (format from its header). Raises TraceError(file:line)."""
+  if not os.path.exists(path):
+    raise TraceError(f"{path}: file not found")
+  with open(path, newline="") as f:
+    reader = csv.reader(f)
+    try:
+      header = next(reader)
+    except StopIteration:
+      raise TraceError(f"{path}:1: empty file (no header)") from None
+    header = [h.strip() for h in header]
+    fmt = None
+    for k, cols in _FORMATS.items():
+      if cols[0] in header:
+        fmt = k
+        missing = [c for c in cols if c not in header]
+        if missing:
+          raise TraceError(f"{path}:1: missing column(s) {missing} for {k} format; header {header}")
+    if fmt is None:
+      raise TraceError(f"{path}:1: unknown header {header}; expected {list(_FORMATS.values())}")
+    idx = [header.index(c) for c in _FORMATS[fmt]]
+    ts, ps, os_ = [], [], []
+    prev = -np.inf
+    for row in reader:
+      line = reader.line_num
+      if not row or all(not c.strip() for c in row):
+        continue
+      if len(row) < len(header):
+        raise TraceError(f"{path}:{line}: expected {len(header)} fields, got {len(row)}")
+      raw_t, raw_p, raw_o = (row[i] for i in idx)
+      try:
+        t = _parse_azure_time(raw_t) if fmt == "azure" else float(raw_t) / 1000.0
+      except ValueError:
+        raise TraceError(f"{path}:{line}: bad timestamp {raw_t!r}") from None
+      if not np.isfinite(t):
+        raise TraceError(f"{path}:{line}: non-finite timestamp {raw_t!r}")
+      for col, raw in ((_FORMATS[fmt][1], raw_p), (_FORMATS[fmt][2], raw_o)):
+        try:
+          v = int(raw.strip())
+        except ValueError:
+          raise TraceError(f"{path}:{line}: {col} is not an integer: {raw!r}") from None
+        if v < 0:
+          raise TraceError(f"{path}:{line}: {col} is negative: {v}")
+      if t < prev:
+        raise TraceError(f"{path}:{line}: timestamps not sorted ({raw_t!r} is earlier than the "
+                         "previous row)")
+      prev = t
+      ts.append(t)
+      ps.append(int(raw_p))
+      os_.append(int(raw_o))
+  if not ts:
+    raise TraceError(f"{path}:2: no data rows")
+  arr = np.asarray(ts, np.float64)
+  return Trace(arr - arr[0], np.asarray(ps, np.int64), np.asarray(os_, np.int64),
+               name or os.path.splitext(os.path.basename(path))[0])
+
+
+def load_shipped(name: str = "azure_conv") -> Trace:
+  """One of the trace samples shipped in `data/` (see data/ATTRIBUTION.md)."""
+  return load_trace(SHIPPED[name], name)
+
+
+# --------------------------------------------------------------------------- synthetic workloads
+
+def _lengths(rng: np.random.Generator, n: int, kind: str) -> tuple[np.ndarray, np.ndarray]:
+  if kind == "bimodal":
+    # Two output modes (short ~30 tok, long ~400 tok), like the Azure conv / Mooncake conv traces
+    # (design doc §3.1); prompts lognormal around 1k tokens, independent of output length.
+    long = rng.random(n) < 0.3
+    o = np.where(long, rng.lognormal(np.log(400), 0.3, n), rng.lognormal(np.log(30), 0.5, n))
+  elif kind == "lognormal":
+    o = rng.lognormal(np.log(130), 0.9, n)
+  else:
+    raise ValueError(f"unknown length kind {kind!r}")
+  p = rng.lognormal(np.log(1000), 0.8, n)
+  return np.maximum(p, 1).astype(np.int64), np.maximum(o, 1).astype(np.int64)
+
+
+def synthetic(kind: str, n: int, rate: float, seed: int = 0, cv: float = 4.0,
+              lengths: str = "bimodal") -> Trace:
+  """Synthetic workload of `n` requests at mean `rate` req/s.
+
+  kind: "poisson" (exponential gaps), "gamma" (Gamma gaps with coefficient of variation `cv`,
+  bursty for cv > 1; the BurstGPT paper models arrivals as a Gamma process).
+  lengths: "bimodal" or "lognormal".
+  """
+  if n < 1 or not rate > 0:
+    raise ValueError(f"need n >= 1 and rate > 0, got n={n}, rate={rate}")
+  rng = np.random.default_rng(seed)
+  if kind == "poisson":
+    gaps = rng.exponential(1.0 / rate, n)
+  elif kind == "gamma":
+    shape = 1.0 / cv**2
+    gaps = rng.gamma(shape, 1.0 / (rate * shape), n)
+  else:
+    raise ValueError(f"unknown arrival kind {kind!r}")
+  arr = np.cumsum(gaps)
+  p, o = _lengths(rng, n, lengths)
+  return Trace(arr - arr[0], p, o, f"{kind}-{lengths}")
+
+
+def summary(tr: Trace) -> dict[str, float]:
+  """Rate, inter-arrival CV, and length quantiles (to compare with design doc §3.1)."""
+  gaps = np.diff(tr.arrival)
+  q = lambda x: {f"p{k}": float(np.percentile(x, k)) for k in (10, 50, 90, 99)}
+  return {"n": len(tr), "duration_s": tr.duration, "rate": tr.rate,
+          "gap_cv": float(gaps.std() / gaps.mean()) if gaps.size and gaps.mean() > 0 else 0.0,
+          "prompt": q(tr.prompt), "output": q(tr.output),
+          "prompt_mean": float(tr.prompt.mean()), "output_mean": float(tr.output.mean())}

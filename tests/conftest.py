@@ -1,0 +1,30 @@
+"""Test-wide setup: JAX's persistent compilation cache (compiles dominate CI time on 2 cores)
+and a hypothesis profile that keeps property tests quick.
+
+float64 is NOT enabled globally: tests that need it use `jax.experimental.enable_x64()`.
+"""
+
+import os
+import sys
+
+import jax
+import pytest
+from hypothesis import HealthCheck, settings
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO_ROOT not in sys.path:
+  sys.path.insert(0, REPO_ROOT)
+
+_CACHE = os.environ.get("JAX_COMPILATION_CACHE_DIR", os.path.join(REPO_ROOT, ".jax_cache"))
+jax.config.update("jax_compilation_cache_dir", _CACHE)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+
+settings.register_profile("ci", max_examples=25, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ci")
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> str:
+  return REPO_ROOT
