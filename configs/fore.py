@@ -1,6 +1,6 @@
 """FORE (linear MWL / IV-LSTDQ) off-policy evaluation reproduction.
 
-COMMAND (full, ~5-10 CPU-minutes on 2 cores):
+COMMAND (full, ~5 CPU-minutes; ~6-10 min wall on a shared 2-core box):
   python -m experiments.fore
 COMMAND (quick, <= 90 s; what CI runs):
   python -m experiments.fore --quick
@@ -17,7 +17,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.seed = 0
   # hub-and-spoke MDP: estimates vs n (multinomial cell counts == law of n i.i.d. transitions)
   c.ns = [100, 1_000, 10_000, 100_000, 1_000_000]
-  c.hub_seeds = 1000
+  c.hub_seeds = 2000
   c.fqe_iters = 200
   c.iid_check_n = 10_000          # explicit per-sample i.i.d. draws (vs cell counts) at this n
   c.iid_check_seeds = 200
@@ -26,20 +26,20 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.num_boot = 400
   # random families
   c.family_population_mdps = 300
-  c.family_mdps = 10
-  c.family_seeds = 100
+  c.family_mdps = 20
+  c.family_seeds = 200
   # ill-conditioning sweep (ratio stays realizable, A -> singular)
   c.sweep_fracs = [0.0, 0.5, 0.9, 0.99, 0.999, 1.0]
   c.sweep_n = 10_000
-  c.sweep_seeds = 400
+  c.sweep_seeds = 1000
   # DOPE-style table: one MDP, several target policies, trajectory data from mu
   c.dope_policies = 10
   c.dope_traj = 200
   c.dope_horizon = 50
-  c.dope_seeds = 100
+  c.dope_seeds = 200
   c.dope_fqe_iters = 1000
   # RLDS CartPole round trip through tensorflow-datasets
-  c.cartpole_episodes = 300
+  c.cartpole_episodes = 500
   c.cartpole_gamma = 0.98
   c.cartpole_mu_temp = 0.2
   c.cartpole_pi_temp = 0.3

@@ -1,1 +1,14 @@
-"""jaxrl_suite.ope."""
+"""jaxrl_suite.ope: off-policy evaluation.
+
+`fore`       closed-form FORE = linear MWL / IV-LSTDQ estimator, sandwich/bootstrap CIs,
+             diagnostics, vmapped and chunked forms, (ratio-weighted) fitted Q iteration.
+`baselines`  FQE, LSTDQ, BRM, MWL, DualDICE, GradientDICE, IS, WIS, PDIS, WPDIS, DR.
+`mdps`       hub-and-spoke counterexample, random MDP families, exact values, samplers.
+`datasets`   RLDS episodes through tensorflow-datasets (array_record, no TensorFlow).
+
+FORE is consistent under three assumptions, not one: the ratio d_pi/d_mu (or Q^pi) in the span of
+the features, A nonsingular, and finite E[w^2 delta^2]; see `fore.py`.
+"""
+
+# Submodules are imported explicitly (`from jaxrl_suite.ope import fore`); the package does not
+# re-export the `fore` function, which would shadow the `fore` submodule.

@@ -32,19 +32,28 @@ BUILDER_NAME = "jaxrl_ope_episodes"
 # ----------------------------------------------------------------------------------------------
 # policies and features for CartPole-like discrete-action envs
 # ----------------------------------------------------------------------------------------------
-def linear_softmax_policy(weights: np.ndarray, temperature: float) -> Callable:
-  """π(a|o) = softmax over actions of temperature * [-h, h], h = weights · o (2 actions).
+def linear_softmax_probs(params, obs):
+  """π(a|o) = softmax over actions of [-h, h] with h = temperature * (weights · o) (2 actions).
 
-  CartPole heuristic: h = 0.1 x + 0.5 x_dot + 10 θ + 2 θ_dot pushes toward the pole's lean.
-  Returns probs_fn(obs (..., obs_dim)) -> (..., 2).
+  params = (weights (obs_dim,), temperature ()) -- a pytree, so one compiled rollout serves every
+  policy of this family. CartPole heuristic: weights = (0.1, 0.5, 10, 2) pushes toward the lean.
+  Returns (..., 2).
   """
-  w = jnp.asarray(weights, jnp.float32)
+  w, temperature = params
+  h = temperature * (obs @ jnp.asarray(w, obs.dtype))
+  return jax.nn.softmax(jnp.stack([-h, h], -1), -1)
 
-  def probs_fn(obs):
-    h = temperature * (obs @ w)
-    return jax.nn.softmax(jnp.stack([-h, h], -1), -1)
 
-  return probs_fn
+def linear_softmax_policy(weights: np.ndarray, temperature: float) -> Callable:
+  """Closure form of `linear_softmax_probs`: probs_fn(obs) -> (..., 2). Carries `.params`."""
+  params = (jnp.asarray(weights, jnp.float32), jnp.asarray(temperature, jnp.float32))
+  fn = functools.partial(_apply_probs, params)
+  fn.params = params
+  return fn
+
+
+def _apply_probs(params, obs):
+  return linear_softmax_probs(params, obs)
 
 
 CARTPOLE_WEIGHTS = np.array([0.1, 0.5, 10.0, 2.0], np.float32)
@@ -65,42 +74,52 @@ def rollout_gymnax(key: jax.Array, env, env_params, probs_fn: Callable, num_epis
   """Runs `num_episodes` episodes of a behaviour policy (vmapped, one lax.scan of max_steps).
 
   Each episode stops at its first done (terminated or truncated); steps after are masked.
+  `probs_fn(obs) -> (..., num_actions)`; policies built by `linear_softmax_policy` share one
+  compiled rollout (their parameters are traced arguments, not constants).
 
   Returns:
     dict of numpy arrays: obs (E, T+1, obs_dim) (obs[:, t] for t <= length; obs[:, length] is the
     final observation), actions, rewards, behavior_probs (E, T), length (E,), terminated (E,).
   """
+  params = getattr(probs_fn, "params", None)
+  if params is not None:
+    fn = _compiled_rollout(env, linear_softmax_probs, num_episodes, max_steps)
+  else:
+    fn = _compiled_rollout(env, lambda _, o: probs_fn(o), num_episodes, max_steps)
+  o, a, r, bp, length, term = fn(key, env_params, params)
+  return dict(obs=np.asarray(o, np.float32), actions=np.asarray(a, np.int64),
+              rewards=np.asarray(r, np.float32), behavior_probs=np.asarray(bp, np.float32),
+              length=np.asarray(length), terminated=np.asarray(term))
 
-  def one(k):
+
+@functools.lru_cache(maxsize=16)
+def _compiled_rollout(env, probs, num_episodes: int, max_steps: int):
+  def one(k, env_params, pparams):
     k0, k = jax.random.split(k)
     obs, state = env.reset(k0, env_params)
 
     def step(carry, kk):
       obs, state, alive, term = carry
       ka, ks = jax.random.split(kk)
-      p = probs_fn(obs)
+      p = probs(pparams, obs)
       a = jax.random.categorical(ka, jnp.log(p))
       nobs, nstate, r, terminated, truncated, info = env.step(ks, state, a, env_params)
-      final_obs = info["final_observation"]
       done = jnp.logical_or(terminated, truncated)
-      out = (obs, a, r.astype(jnp.float32), p[a], alive, final_obs)
+      out = (obs, a, r.astype(jnp.float32), p[a], alive, info["final_observation"])
       new_term = jnp.where(alive, terminated, term)
       return (nobs, nstate, alive & ~done, new_term), out
 
     init = (obs, state, jnp.array(True), jnp.array(False))
-    (_, _, alive, term), (o, a, r, bp, valid, fo) = jax.lax.scan(
-        step, init, jax.random.split(k, max_steps))
+    (_, _, _, term), (o, a, r, bp, valid, fo) = jax.lax.scan(step, init, jax.random.split(k, max_steps))
     length = valid.sum()
-    # obs[t] for t < length, then the final observation at index length
-    last = fo[jnp.maximum(length - 1, 0)]
-    obs_all = jnp.concatenate([o, o[-1:]], 0)
-    obs_all = obs_all.at[length].set(last)
+    # obs[t] for t < length, then the final (pre-reset) observation at index length
+    obs_all = jnp.concatenate([o, o[-1:]], 0).at[length].set(fo[jnp.maximum(length - 1, 0)])
     return obs_all, a, r, bp, length, term
 
-  o, a, r, bp, length, term = jax.jit(jax.vmap(one))(jax.random.split(key, num_episodes))
-  return dict(obs=np.asarray(o, np.float32), actions=np.asarray(a, np.int64),
-              rewards=np.asarray(r, np.float32), behavior_probs=np.asarray(bp, np.float32),
-              length=np.asarray(length), terminated=np.asarray(term))
+  def run(key, env_params, pparams):
+    return jax.vmap(one, in_axes=(0, None, None))(jax.random.split(key, num_episodes), env_params, pparams)
+
+  return jax.jit(run)
 
 
 def rollouts_to_episodes(ro: dict) -> list[dict]:
@@ -234,14 +253,12 @@ def episodes_to_transitions(episodes: Sequence[dict], feature_fn: Callable, targ
   obs, nobs, act, rew, term = cat(obs), cat(nobs), cat(act), cat(rew), cat(term)
   if not bool(jnp.all(jnp.isfinite(rew))):
     raise ValueError("episode rewards contain NaN/inf")
-  acts = jnp.arange(num_actions)
   pn = target_probs_fn(nobs)
   phi_next = sum(pn[:, a, None] * feature_fn(nobs, jnp.full(nobs.shape[:1], a)) for a in range(num_actions))
   phi_next = phi_next * (1.0 - term[:, None].astype(phi_next.dtype))
   o0 = jnp.asarray(np.stack(first))
   p0 = target_probs_fn(o0)
   nu0 = sum(p0[:, a, None] * feature_fn(o0, jnp.full(o0.shape[:1], a)) for a in range(num_actions))
-  del acts
   pi_taken = jnp.take_along_axis(target_probs_fn(obs), act[:, None], 1)[:, 0]
   return dict(phi=feature_fn(obs, act), phi_next=phi_next, rewards=rew, cluster_ids=cat(cid),
               nu0=nu0, pi_probs=pi_taken, mu_probs=cat(mu), step=cat(tstep))

@@ -65,11 +65,21 @@ class ForeResult:
     theta: (d,) LSTDQ / MQL coefficients, Q̂ = x^T θ (generally NOT Q^π; only ν0^T θ is).
     alpha: (d,) ratio coefficients, ŵ = z^T α, α = (1 - γ) A^{-T} ν0.
     sigma_min: smallest singular value of the unregularised A_n (identification check).
+    sigma_min_se: its sampling standard error to first order, sd_i((u^T z_i)(v^T Δx_i))/√n with
+      (u, v) the singular vectors of sigma_min and Δx = x - γ x' (perturbation of a simple
+      singular value: δσ = u^T δA v).
+    ident_t: sigma_min / sigma_min_se. Small values (< 2, the default refusal threshold) mean A is statistically
+      indistinguishable from singular: the value is weakly identified and the Wald CI is unreliable
+      even if cond(A_n) looks finite (finite-sample noise hides a singular population A).
     cond: condition number of A_n.
     ess: effective sample size (Σ m ŵ)² / Σ m ŵ².
     frac_negative_w: weighted share of samples with ŵ < 0 (the linear ratio is unconstrained).
     mean_w: E_n[ŵ]; exactly 1 when the constant is in span(φ) and ridge = 0.
-    value_gap: Ĵ_θ - Ĵ_ratio with Ĵ_ratio = E_n[ŵ r]/(1 - γ); nonzero only when ridge > 0.
+    value_gap: Ĵ_θ - Ĵ_ratio with Ĵ_ratio = E_n[ŵ r]/(1 - γ). Both use the same (ridged) A, so
+      this is an algebraic identity (ν0^T A_λ^{-1} b = u^T b) and only measures solver round-off;
+      fore.md §3.3 expects it nonzero for ridge > 0, which does not hold -- use moment_residual.
+    moment_residual: max |A_n^T α - (1 - γ) ν0| with the unregularised A_n: the MWL moment
+      equations' violation; 0 (round-off) at ridge 0, O(λ) with ridge.
     n: total weight Σ m.
   """
   value: Array
@@ -79,11 +89,14 @@ class ForeResult:
   theta: Array
   alpha: Array
   sigma_min: Array
+  sigma_min_se: Array
+  ident_t: Array
   cond: Array
   ess: Array
   frac_negative_w: Array
   mean_w: Array
   value_gap: Array
+  moment_residual: Array
   n: Array
 
 
@@ -210,16 +223,22 @@ def fore_core(phi: Array, phi_next: Array, rewards: Array, weights: Array, nu0: 
     g = nonempty.sum().astype(dtype)
     var = g / jnp.maximum(g - 1, 1) * (sums ** 2).sum() / n ** 2
   se = jnp.sqrt(var + nu0_var)
-  svals = jnp.linalg.svd(a_mat, compute_uv=False)
+  usv, svals, vsv = jnp.linalg.svd(a_mat)
+  dx = phi - gamma * phi_next
+  pert = (z @ usv[:, -1]) * (dx @ vsv[-1])       # per-sample contribution to u^T A_n v
+  pmean = (m * pert).sum() / n
+  smin_se = jnp.sqrt((m * (pert - pmean) ** 2).sum() / (n - 1) / n)
   alpha = (1 - gamma) * u
   w_hat = (1 - gamma) * zu
   sw = (m * w_hat).sum()
   value_ratio = (m * w_hat * r).sum() / n / (1 - gamma)
   return ForeResult(
       value=value, se=se, ci_low=value - Z95 * se, ci_high=value + Z95 * se, theta=theta,
-      alpha=alpha, sigma_min=svals[-1], cond=svals[0] / svals[-1],
+      alpha=alpha, sigma_min=svals[-1], sigma_min_se=smin_se, ident_t=svals[-1] / smin_se,
+      cond=svals[0] / svals[-1],
       ess=sw ** 2 / (m * w_hat ** 2).sum(), frac_negative_w=(m * (w_hat < 0)).sum() / n,
-      mean_w=sw / n, value_gap=value - value_ratio, n=n)
+      mean_w=sw / n, value_gap=value - value_ratio,
+      moment_residual=jnp.max(jnp.abs(a_mat.T @ alpha - (1 - gamma) * nu0_vec)), n=n)
 
 
 def fore_value(phi, phi_next, rewards, weights, nu0, gamma, ridge=0.0, z=None) -> Array:
@@ -252,43 +271,60 @@ def conditioning_thresholds(dtype) -> tuple[float, float]:
   return 1.0 / np.sqrt(eps), 1.0 / (100.0 * eps)
 
 
-def check_conditioning(result: ForeResult, dtype=None, on_ill_conditioned: str = "raise",
-                       rel_sigma_floor: float = 1e-10) -> np.ndarray:
-  """Flags numerically unidentified estimates. Works on single or batched results.
+def check_conditioning(result, dtype=None, on_ill_conditioned: str = "raise",
+                       rel_sigma_floor: float = 1e-10, min_ident_t: float = 2.0) -> np.ndarray:
+  """Flags unidentified estimates. Works on single or batched results.
 
-  A is refused when cond(A) > 1/(100 eps) or sigma_min(A) is below `rel_sigma_floor` times the
-  largest singular value; a warning is issued when cond(A) > 1/sqrt(eps).
+  Two checks:
+    numerical:   cond(A_n) > min(1/(100 eps), 1/rel_sigma_floor) -- A_n itself is singular;
+    statistical: ident_t = sigma_min(A_n)/se(sigma_min) < min_ident_t -- the population A may be
+                 singular and sampling noise alone made A_n invertible (fore.md §4.3: at the
+                 singular point of the C1 path, cond(A_n) is ~1e2 at n = 1e4 yet the error is 3x J).
+  A warning (never an error) is also issued when cond(A_n) > 1/sqrt(eps) (float rounding).
 
   Args:
-    result: a ForeResult (any batch shape).
+    result: a ForeResult, or any object with .value, .cond, .sigma_min (and optionally .ident_t).
     dtype: float dtype the estimate was computed in (default: that of result.value).
     on_ill_conditioned: "raise" (IllConditionedError), "warn" or "ignore".
+    rel_sigma_floor: numerical floor on sigma_min / sigma_max.
+    min_ident_t: threshold on ident_t (set 0 to disable the statistical check). When the
+      population A is singular, ident_t is roughly |N(0, 1)|, so 2.0 refuses ~95% of unidentified
+      data sets; 3.0 refuses ~99.7% but also more weakly identified yet usable ones.
 
   Returns:
     Boolean array, True where the estimate is refused (unidentified).
   """
   if on_ill_conditioned not in ("raise", "warn", "ignore"):
     raise ValueError(f"on_ill_conditioned must be raise/warn/ignore, got {on_ill_conditioned!r}")
-  dtype = dtype or result.value.dtype
+  dtype = dtype or np.asarray(result.value).dtype
   warn_c, err_c = conditioning_thresholds(dtype)
   cond = np.asarray(result.cond, np.float64)
-  bad = ~np.isfinite(cond) | (cond > min(err_c, 1.0 / rel_sigma_floor))
+  singular = ~np.isfinite(cond) | (cond > min(err_c, 1.0 / rel_sigma_floor))
+  ident = getattr(result, "ident_t", None)
+  weak = np.zeros_like(singular) if ident is None else ~singular & ~(np.asarray(ident) >= min_ident_t)
+  bad = singular | weak
   fragile = ~bad & (cond > warn_c)
   if on_ill_conditioned != "ignore":
     if bad.any():
-      msg = (f"A is numerically singular in {int(bad.sum())}/{bad.size} estimate(s) "
-             f"(sigma_min(A)={np.min(np.asarray(result.sigma_min)):.3g}, max cond(A)="
-             f"{np.max(cond):.3g} > {min(err_c, 1 / rel_sigma_floor):.3g} for {np.dtype(dtype)}): the "
-             "value is not identified by these features/data (FORE needs A nonsingular in addition "
-             "to ratio realizability). Use better-conditioned features, more data, or ridge>0.")
+      parts = []
+      if singular.any():
+        parts.append(f"A_n is numerically singular in {int(singular.sum())}/{bad.size} estimate(s) "
+                     f"(max cond(A)={np.max(cond):.3g} > {min(err_c, 1 / rel_sigma_floor):.3g} for "
+                     f"{np.dtype(dtype)})")
+      if weak.any():
+        parts.append(f"sigma_min(A_n) is within {min_ident_t:g} standard errors of 0 in "
+                     f"{int(weak.sum())}/{bad.size} estimate(s) (min ident_t="
+                     f"{np.nanmin(np.asarray(ident)[weak]):.3g}): A may be singular in the population")
+      msg = ("; ".join(parts) + ". The value is not identified by these features/data: FORE needs A "
+             "nonsingular in addition to ratio realizability. Use better-conditioned features or more "
+             "data (ridge>0 only trades this for bias).")
       if on_ill_conditioned == "raise":
         raise IllConditionedError(msg)
       warnings.warn(msg, IllConditionedWarning, stacklevel=2)
     if fragile.any():
       warnings.warn(f"A is badly conditioned in {int(fragile.sum())}/{fragile.size} estimate(s) "
-                    f"(max cond(A)={np.max(cond[fragile]):.3g} > {warn_c:.3g}): expect large variance "
-                    "and float rounding error; check se and consider float64.",
-                    IllConditionedWarning, stacklevel=2)
+                    f"(max cond(A)={np.max(cond[fragile]):.3g} > {warn_c:.3g}): expect float rounding "
+                    "error; check se and consider float64.", IllConditionedWarning, stacklevel=2)
   return bad
 
 
@@ -296,7 +332,8 @@ _fore_core_jit = jax.jit(fore_core, static_argnames=("num_clusters",))
 
 
 def fore(phi, phi_next, rewards, nu0, gamma, *, weights=None, ridge: float = 0.0, z=None,
-         cluster_ids=None, on_ill_conditioned: str = "raise") -> ForeResult:
+         cluster_ids=None, on_ill_conditioned: str = "raise",
+         min_ident_t: float = 2.0) -> ForeResult:
   """Checked front end of `fore_core`: validates inputs, estimates, refuses unidentified A.
 
   Args:
@@ -306,13 +343,15 @@ def fore(phi, phi_next, rewards, nu0, gamma, *, weights=None, ridge: float = 0.0
     z: optional instruments (ratio class), default phi.
     cluster_ids: optional (n,) trajectory ids for the cluster-robust SE (any ints; relabelled).
     on_ill_conditioned: "raise" | "warn" | "ignore" (see `check_conditioning`).
+    min_ident_t: statistical identification threshold on sigma_min(A_n)/se (0 disables).
 
   Returns:
     ForeResult.
 
   Raises:
     ValueError: bad shapes, non-finite data, gamma outside [0, 1), negative weights.
-    IllConditionedError: A numerically singular (when on_ill_conditioned="raise").
+    IllConditionedError: A numerically singular, or sigma_min(A_n) statistically
+      indistinguishable from 0 (when on_ill_conditioned="raise").
   """
   validate_inputs(phi, phi_next, rewards, weights, nu0, gamma, z)
   if ridge < 0:
@@ -330,7 +369,7 @@ def fore(phi, phi_next, rewards, nu0, gamma, *, weights=None, ridge: float = 0.0
   res = _fore_core_jit(phi, jnp.asarray(phi_next), jnp.asarray(rewards), weights,
                        jnp.asarray(nu0), gamma, ridge, None if z is None else jnp.asarray(z),
                        cluster_ids, num_clusters)
-  check_conditioning(res, phi.dtype, on_ill_conditioned)
+  check_conditioning(res, phi.dtype, on_ill_conditioned, min_ident_t=min_ident_t)
   return res
 
 
@@ -411,24 +450,30 @@ def fore_scan(chunk_fn: ChunkFn, num_chunks: int, nu0: Array, gamma: float,
   u = jax.scipy.linalg.lu_solve(lu, nu0, trans=1)
   value = nu0 @ theta
 
+  usv, svals, vsv = jnp.linalg.svd(a_mat)
+
   def pass2(carry, i):
-    s1, s2, sw, sw2, neg, swr = carry
+    s1, s2, sw, sw2, neg, swr, p1, p2 = carry
     phi, phin, r, m = (x.astype(dtype) for x in chunk_fn(i))
     zu = phi @ u
     psi = zu * (r + gamma * phin @ theta - phi @ theta)
     w = (1 - gamma) * zu
+    pert = (phi @ usv[:, -1]) * ((phi - gamma * phin) @ vsv[-1])
     return (s1 + (m * psi).sum(), s2 + (m * psi ** 2).sum(), sw + (m * w).sum(),
-            sw2 + (m * w ** 2).sum(), neg + (m * (w < 0)).sum(), swr + (m * w * r).sum()), None
+            sw2 + (m * w ** 2).sum(), neg + (m * (w < 0)).sum(), swr + (m * w * r).sum(),
+            p1 + (m * pert).sum(), p2 + (m * pert ** 2).sum()), None
 
   zero = jnp.zeros((), dtype)
-  (s1, s2, sw, sw2, neg, swr), _ = jax.lax.scan(pass2, (zero,) * 6, jnp.arange(num_chunks))
+  (s1, s2, sw, sw2, neg, swr, p1, p2), _ = jax.lax.scan(pass2, (zero,) * 8, jnp.arange(num_chunks))
   var = (s2 - s1 ** 2 / n) / (n - 1) / n
   se = jnp.sqrt(jnp.maximum(var, 0.0))
-  svals = jnp.linalg.svd(a_mat, compute_uv=False)
+  smin_se = jnp.sqrt(jnp.maximum((p2 - p1 ** 2 / n) / (n - 1) / n, 0.0))
   return ForeResult(
       value=value, se=se, ci_low=value - Z95 * se, ci_high=value + Z95 * se, theta=theta,
-      alpha=(1 - gamma) * u, sigma_min=svals[-1], cond=svals[0] / svals[-1], ess=sw ** 2 / sw2,
-      frac_negative_w=neg / n, mean_w=sw / n, value_gap=value - swr / n / (1 - gamma), n=n)
+      alpha=(1 - gamma) * u, sigma_min=svals[-1], sigma_min_se=smin_se,
+      ident_t=svals[-1] / smin_se, cond=svals[0] / svals[-1], ess=sw ** 2 / sw2,
+      frac_negative_w=neg / n, mean_w=sw / n, value_gap=value - swr / n / (1 - gamma),
+      moment_residual=jnp.max(jnp.abs(a_mat.T @ ((1 - gamma) * u) - (1 - gamma) * nu0)), n=n)
 
 
 def fore_chunked(phi, phi_next, rewards, weights, nu0, gamma, ridge=0.0,
