@@ -5,11 +5,16 @@ All of them read the same evidence from the observation (the shared belief updat
 conductances chat_e, and a ring buffer of failure sets. Jobs are served in plan order (the first
 tank whose plan lamp is on); candidate routes are the library routes that make progress on that
 job (`useful_routes`). Because the library holds every simple path, Dijkstra on the believed
-graph is exactly an argmin over candidate routes of believed cost
+graph is exactly an argmin over candidate routes of believed cost. Steps depend on conductance,
+not on pipe length, so the competent metric is believed time per unit of plan progress; with
+additive edge weights (Dijkstra-compatible) w_e = -log chat_e + eps * length_e:
 
-    cost_k = sum_{e in k} length_e / chat_e   (halved for a transfer, which serves two jobs)
+    cost_k = sum_{e in k} w_e - log(gain_k)        gain_k = 2 for a transfer (serves two jobs)
 
-with ties broken by the lowest route index. Variants:
+i.e. -log of the believed progress rate, ties broken by length, then by the lowest route index.
+(The design doc's sum length_e / chat_e is available as `cost_metric="length"`; it prefers short
+routes over transfers and is strictly worse when nothing is clogged.)
+Variants:
   B-oracle  knows clog (obs field `clog_revealed`, env built with reveal_clog=True); picks the
             route with the largest true progress rate g_k (x2 for a transfer), then the shortest.
             A lower bound on steps for this job order.
@@ -55,8 +60,10 @@ class BaselineParams:
   hyp_logw: jax.Array     # [H] log prior weight
   hyp_clear: jax.Array    # [H, K] bool: hypothesis leaves route k unblocked
   w_fail: float = 1e4
-  w_pess: float = 2.0
+  w_pess: float = 0.5
   transfer_gain: float = 2.0
+  eps_len: float = 1e-4
+  length_metric: bool = False
 
 
 def make_hypotheses(env_params: EnvParams, max_blocked: int = 3):
@@ -86,8 +93,14 @@ def make_hypotheses(env_params: EnvParams, max_blocked: int = 3):
   return hyp, np.asarray(logw, np.float32), clear
 
 
-def make_params(env_params: EnvParams, bayes: bool = True, **knobs: Any) -> BaselineParams:
-  """Baseline params for one layout. bayes=False skips the hypothesis tables (saves memory)."""
+def make_params(env_params: EnvParams, bayes: bool = True, cost_metric: str = "time",
+                **knobs: Any) -> BaselineParams:
+  """Baseline params for one layout. bayes=False skips the hypothesis tables (saves memory).
+
+  cost_metric: "time" (default, -log believed rate) or "length" (sum length / chat).
+  """
+  if cost_metric not in ("time", "length"):
+    raise ValueError(f"cost_metric must be 'time' or 'length', got {cost_metric!r}")
   if bayes:
     hyp, logw, clear = make_hypotheses(env_params)
   else:
@@ -98,7 +111,8 @@ def make_params(env_params: EnvParams, bayes: bool = True, **knobs: Any) -> Base
       route_dst=env_params.route_dst, route_mask=env_params.route_mask,
       route_len=env_params.route_len, route_transfer=env_params.route_transfer,
       edge_len=env_params.edge_len, edge_mask=env_params.edge_mask, hyp=jnp.asarray(hyp),
-      hyp_logw=jnp.asarray(logw), hyp_clear=jnp.asarray(clear), **knobs)
+      hyp_logw=jnp.asarray(logw), hyp_clear=jnp.asarray(clear),
+      length_metric=cost_metric == "length", **knobs)
 
 
 def useful_routes(f: dict[str, jax.Array], bp: BaselineParams) -> jax.Array:
@@ -127,19 +141,26 @@ def evidence(f: dict[str, jax.Array], bp: BaselineParams):
   good = f["good"] > 0.5
   fail = (f["fail_sets"] > 0.5) & ~good[None, :] & (f["fail_kind"] == 1)[:, None]
   nonempty = fail.any(-1)
-  contained = jnp.all(~fail[:, None, :] | bp.route_edges[None, :, :], axis=-1)  # [F, K]
-  n_contain = jnp.sum(contained & nonempty[:, None], axis=0)
+  # f subset of route k  <=>  no edge of f outside k (a [F,E]x[E,K] matmul, cheap on any device)
+  outside = fail.astype(jnp.float32) @ (~bp.route_edges).astype(jnp.float32).T   # [F, K]
+  n_contain = jnp.sum((outside < 0.5) & nonempty[:, None], axis=0)
   edge_count = jnp.sum(fail, axis=0)
   return good, f["chat"], fail, n_contain, edge_count
 
 
 def believed_cost(chat: jax.Array, bp: BaselineParams, edge_pen: jax.Array | None = None):
-  """cost[K] = sum_{e in k} len_e / chat_e (* (1 + edge_pen_e)), halved for transfers."""
-  per_edge = bp.edge_len / jnp.maximum(chat, 0.05)
-  if edge_pen is not None:
-    per_edge = per_edge * (1.0 + edge_pen)
-  cost = bp.route_edges.astype(jnp.float32) @ per_edge
-  return cost / jnp.where(bp.route_transfer, bp.transfer_gain, 1.0)
+  """cost[K]: -log believed progress rate + eps*length (see module docstring).
+
+  edge_pen[E] >= 0 multiplies the believed resistance of an edge: w_e += log(1 + edge_pen_e).
+  With length_metric: sum_{e in k} len_e / chat_e * (1 + edge_pen_e), divided by the gain.
+  """
+  chat = jnp.maximum(chat, 0.05)
+  pen = jnp.zeros_like(chat) if edge_pen is None else edge_pen
+  re = bp.route_edges.astype(jnp.float32)
+  gain = jnp.where(bp.route_transfer, bp.transfer_gain, 1.0)
+  time_cost = re @ (-jnp.log(chat) + jnp.log1p(pen) + bp.eps_len * bp.edge_len) - jnp.log(gain)
+  len_cost = (re @ (bp.edge_len / chat * (1.0 + pen))) / gain
+  return jnp.where(bp.length_metric, len_cost, time_cost)
 
 
 def _pick(score: jax.Array, cand: jax.Array) -> jax.Array:
@@ -153,7 +174,7 @@ def oracle_policy(bp: BaselineParams, obs: jax.Array, key=None) -> jax.Array:
   clog = jnp.maximum(f["clog_revealed"], 0.0)
   g = jnp.prod(jnp.where(bp.route_edges, clog[None, :], 1.0), axis=-1)
   rate = g * jnp.where(bp.route_transfer, bp.transfer_gain, 1.0)
-  score = -rate * 1e6 + bp.route_len
+  score = -jnp.log(jnp.maximum(rate, 1e-12)) + bp.eps_len * bp.route_len
   return _pick(score, job_candidates(f, bp))
 
 
@@ -183,8 +204,9 @@ def bayes_posterior(f: dict[str, jax.Array], bp: BaselineParams):
   """Posterior weights over hypotheses [H] (normalised; zeros if no hypothesis is consistent)."""
   good, _, fail, _, _ = evidence(f, bp)
   nonempty = fail.any(-1)
-  hits = jnp.any(bp.hyp[:, None, :] & fail[None, :, :], axis=-1)          # [H, F]
-  consistent = ~jnp.any(bp.hyp & good[None, :], axis=-1) & jnp.all(hits | ~nonempty[None, :], 1)
+  hyp = bp.hyp.astype(jnp.float32)
+  hits = (hyp @ fail.astype(jnp.float32).T) > 0.5                          # [H, F]
+  consistent = ((hyp @ good.astype(jnp.float32)) < 0.5) & jnp.all(hits | ~nonempty[None, :], 1)
   logw = jnp.where(consistent, bp.hyp_logw, -jnp.inf)
   z = jax.nn.logsumexp(logw)
   return jnp.where(jnp.isfinite(z), jnp.exp(logw - z), 0.0)
@@ -199,7 +221,8 @@ def bayes_policy(bp: BaselineParams, obs: jax.Array, key=None) -> jax.Array:
   progress = p_clear * exp_g * jnp.where(bp.route_transfer, bp.transfer_gain, 1.0)
   cost = believed_cost(chat, bp)
   # no consistent hypothesis (noise) -> fall back to the replan score
-  score = jnp.where(post.sum() > 0, -progress * 1e6 + cost, cost + bp.w_fail * n_contain)
+  score = jnp.where(post.sum() > 0, -jnp.log(jnp.maximum(progress, 1e-12)) +
+                    bp.eps_len * bp.route_len, cost + bp.w_fail * n_contain)
   return _pick(score, job_candidates(f, bp))
 
 
@@ -212,3 +235,75 @@ def get_policy(name: str) -> Callable:
   if name not in POLICIES:
     raise ValueError(f"unknown baseline {name!r}; valid: {sorted(POLICIES)}")
   return POLICIES[name]
+
+
+# ---------------------------------------------------------------------------------- task v2
+@struct.dataclass
+class V2Params:
+  """Tables for the v2 (stability target) greedy baselines."""
+  bp: BaselineParams
+  pair_ok: jax.Array        # [K+1, K+1]
+  route_pump: jax.Array     # [K]
+  dheel: jax.Array          # [K] heel change (deg) per m3 moved along route k (small angle)
+  dtrim: jax.Array          # [K] trim change (m) per m3
+  cap: jax.Array            # [T]
+  step_vol: jax.Array       # [P] pump rate * dt (m3)
+  heel_tol: float = 0.5
+  trim_tol: float = 0.1
+  oracle: bool = False
+
+
+def make_v2_params(env_params: EnvParams, oracle: bool = False) -> V2Params:
+  p = env_params
+  tcg = jnp.concatenate([p.tcg, jnp.zeros(1)])
+  lcg_arm = jnp.concatenate([p.lcg - p.lcf, jnp.zeros(1)])
+  d_mh = p.rho * (tcg[p.route_dst] - tcg[p.route_src])
+  d_mt = p.rho * (lcg_arm[p.route_dst] - lcg_arm[p.route_src])
+  return V2Params(bp=make_params(p, bayes=False), pair_ok=p.pair_ok, route_pump=p.route_pump,
+                  dheel=d_mh / (p.displacement * p.gm) / (np.pi / 180.0),
+                  dtrim=d_mt / (100.0 * p.mctc), cap=p.cap,
+                  step_vol=p.pump_rate * p.dt_h, heel_tol=p.heel_tol, trim_tol=p.trim_tol,
+                  oracle=oracle)
+
+
+def v2_greedy_policy(vp: V2Params, obs: jax.Array, key=None) -> jax.Array:
+  """Greedy two-pump stability controller (the v2 baseline; B-oracle-v2 if vp.oracle).
+
+  Predicted move on route k: V_k = min(rate*dt*g_k, water at the source, room at the sink) with
+  g_k the true conductance (oracle) or the believed one (prod chat_e, 0 if known-bad: the
+  B-replan evidence). Pump 0 takes the route (or NOOP) minimising the normalised squared error
+  (heel/heel_tol)^2 + (trim_err/trim_tol)^2 after the move; pump 1 then does the same given pump
+  0's move, among routes that share no edge with it.
+  """
+  bp = vp.bp
+  f = split_obs(obs)
+  heel = f["heel"][0] * 2.0  # obs stores heel / heel_warn (2 deg)
+  trim = f["trim_err"][0]
+  if_oracle = jnp.maximum(f["clog_revealed"], 0.0)
+  g_true = jnp.prod(jnp.where(bp.route_edges, if_oracle[None, :], 1.0), axis=-1)
+  _, chat, _, n_contain, _ = evidence(f, bp)
+  g_bel = jnp.exp(bp.route_edges.astype(jnp.float32) @ jnp.log(jnp.maximum(chat, 0.05)))
+  g_bel = jnp.where(n_contain > 0, 0.0, g_bel)
+  g = jnp.where(vp.oracle, g_true, g_bel)
+  vol = jnp.concatenate([f["level"] * vp.cap, jnp.array([jnp.inf])])
+  cap = jnp.concatenate([vp.cap, jnp.array([jnp.inf])])
+  avail = jnp.maximum(vol[bp.route_src], 0.0)
+  room = jnp.maximum(cap[bp.route_dst] - vol[bp.route_dst], 0.0)
+  v = jnp.minimum(jnp.minimum(vp.step_vol[vp.route_pump] * g, avail), room)
+  v = jnp.where(bp.route_mask, v, 0.0)
+
+  def err(h, t):
+    return (h / vp.heel_tol) ** 2 + (t / vp.trim_tol) ** 2
+
+  e0 = err(heel + vp.dheel * v, trim + vp.dtrim * v)
+  e0 = jnp.where(bp.route_mask & (vp.route_pump == 0) & (v > 1.0), e0, jnp.inf)
+  e0 = jnp.concatenate([e0, err(heel, trim)[None]])
+  k0 = jnp.argmin(e0)
+  v0 = jnp.where(k0 < K_MAX, v[jnp.minimum(k0, K_MAX - 1)], 0.0)
+  h1 = heel + jnp.where(k0 < K_MAX, vp.dheel[jnp.minimum(k0, K_MAX - 1)], 0.0) * v0
+  t1 = trim + jnp.where(k0 < K_MAX, vp.dtrim[jnp.minimum(k0, K_MAX - 1)], 0.0) * v0
+  e1 = err(h1 + vp.dheel * v, t1 + vp.dtrim * v)
+  ok1 = bp.route_mask & (vp.route_pump == 1) & (v > 1.0) & vp.pair_ok[k0, :K_MAX]
+  e1 = jnp.concatenate([jnp.where(ok1, e1, jnp.inf), err(h1, t1)[None]])
+  k1 = jnp.argmin(e1)
+  return jnp.stack([k0, k1]).astype(jnp.int32)

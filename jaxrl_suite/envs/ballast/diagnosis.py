@@ -2,10 +2,9 @@
 
 Reference diagnoser (design doc 4.4), run on the final observation of any trajectory: every
 recorded failure set (blocked: r < r_fail; partial: r_fail <= r <= r_good) minus confirmed-good
-edges must contain at least one clogged edge. Sets are explained greedily from the smallest up:
-a set already hit by a predicted edge is explained; a singleton proves its edge clogged; otherwise
-the edge with the highest prior weight (block_w for blocked sets, partial_w for partial sets; the
-lowest index on ties) is predicted. Edges never exercised are predicted clear.
+edges must contain at least one clogged edge. The prediction is a greedy minimum hitting set of
+those sets (most sets explained first, ties by the clog prior); a singleton set proves its edge
+clogged. Edges never exercised are predicted clear.
 
 Metrics compare a predicted clogged set pred[E] with labels clog_e < 1 over a mask (all edges,
 or exercised edges only, since edges never used cannot be identified):
@@ -25,25 +24,33 @@ from jaxrl_suite.envs.ballast.routes import F_MAX
 
 
 def reference_diagnosis(obs: jax.Array, env_params: EnvParams) -> jax.Array:
-  """Predicted clogged edges bool[E] from a (final) observation. Jittable, vmappable over obs."""
+  """Predicted clogged edges bool[E] from a (final) observation. Jittable, vmappable over obs.
+
+  Greedy minimum hitting set: repeatedly predict the edge that explains the most still
+  unexplained failure sets (minus confirmed-good edges), ties broken by the clog prior (block_w
+  for blocked sets, partial_w for partial ones), then by the lowest index. A singleton set is
+  always explained by its own edge (proof); a blockage seen through several routes is blamed on
+  the edge they share rather than on one edge per route.
+  """
   f = split_obs(obs)
   good = f["good"] > 0.5
   kind = f["fail_kind"].astype(jnp.int32)
-  sets = (f["fail_sets"] > 0.5) & ~good[None, :] & (kind > 0)[:, None]
-  size = jnp.where(sets.any(-1), sets.sum(-1), 10_000)
-  order = jnp.argsort(size * 4 + jnp.where(kind == 1, 0, 1))  # small first, blocked before partial
-  w_block = env_params.block_w + 1e-3 * env_params.edge_mask  # 0-weight edges still explainable
-  w_part = env_params.partial_w
+  sets = (f["fail_sets"] > 0.5) & ~good[None, :] & (kind > 0)[:, None]          # [F, E]
+  w = jnp.where((kind == 1)[:, None], env_params.block_w[None, :],
+                env_params.partial_w[None, :])                                  # [F, E]
+  score_w = (1.0 + 1e-2 * w) * sets                                            # per set-edge
 
-  def body(i, pred):
-    j = order[i]
-    s = sets[j]
-    w = jnp.where(kind[j] == 1, w_block, w_part)
-    pick = jnp.argmax(jnp.where(s, w, -1.0))
-    add = s.any() & ~jnp.any(s & pred)
-    return pred.at[pick].set(pred[pick] | add)
+  def body(_, carry):
+    pred, open_ = carry
+    score = jnp.sum(score_w * open_[:, None], axis=0)                           # [E]
+    pick = jnp.argmax(score)
+    add = score[pick] > 0
+    pred = pred.at[pick].set(pred[pick] | add)
+    open_ = open_ & ~(sets[:, pick] & add)
+    return pred, open_
 
-  return jax.lax.fori_loop(0, F_MAX, body, jnp.zeros_like(good))
+  pred, _ = jax.lax.fori_loop(0, F_MAX, body, (jnp.zeros_like(good), sets.any(-1)))
+  return pred
 
 
 def confusion(pred: np.ndarray, label: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:

@@ -24,7 +24,8 @@ which are stateless policies, and the agent see the same evidence):
   r > r_good           -> edges(k) become confirmed good, believed conductance chat_e = 1
   otherwise            -> chat_e = min(chat_e, max(r, 0.05)) on unconfirmed edges of k, and a
                           "partial" set is recorded.
-Only informative commands (commanded nominal dV >= info_frac * rate * dt) update the evidence.
+Only informative commands (commanded nominal dV >= info_vol m3, an absolute volume well above the
+sounding noise, so the rule does not change with dt) update the evidence.
 
 Tasks (the task is a constructor argument because it changes the action shape):
   v1 "ballast plan": per-tank targets; success when every |vol - target| < tol. Action:
@@ -56,6 +57,9 @@ from gymnax.environments import environment, spaces
 from jaxrl_suite.envs.ballast.routes import E_MAX, F_MAX, K_MAX, P_MAX, T_MAX
 
 NOOP = K_MAX
+H_HIST = 4  # history stack length in the observation
+N_DRAWS = 4  # parallel rejection-sampling candidates at reset
+JOBS_CAP = 5  # static upper bound of jobs_max
 DEG = np.pi / 180.0
 
 
@@ -68,7 +72,9 @@ class EnvState(environment.EnvState):
   last_route[P,E] bool edges commanded last step, last_ratio[P], last_info[P] informative flags,
   good[E] bool, chat[E], exercised[E] bool, fail_sets[F,E] bool, fail_kind[F] int (0 empty,
   1 blocked, 2 partial), fail_route[F] int (-1 empty), fail_ptr int, max_heel deg,
-  heel_steps int (steps with |heel| > heel_warn), success bool, time int.
+  heel_steps int (steps with |heel| > heel_warn), success bool, history stack of the last H_HIST
+  steps (newest first): hist_route[H,E] bool (pump-0 route), hist_ratio[H], hist_dlevel[H,T],
+  time int.
   """
   vol: jax.Array
   target: jax.Array
@@ -91,6 +97,9 @@ class EnvState(environment.EnvState):
   max_heel: jax.Array
   heel_steps: jax.Array
   success: jax.Array
+  hist_route: jax.Array
+  hist_ratio: jax.Array
+  hist_dlevel: jax.Array
   time: int
 
 
@@ -161,7 +170,7 @@ class EnvParams:
   # evidence (shared belief update, design doc 4.5)
   r_fail: float = 0.1
   r_good: float = 0.85
-  info_frac: float = 0.3
+  info_vol: float = 25.0  # m3; ~4 sigma of a sounding difference (1,800 m3 tank, 0.25%)
   # privileged: put the true clog vector into the observation (B-oracle only; -1 otherwise)
   reveal_clog: bool = False
 
@@ -175,7 +184,8 @@ def obs_fields(task: str = "v1") -> list[tuple[str, tuple[int, ...]]]:
           ("last_ratio", (P,)), ("last_info", (P,)), ("heel", (1,)), ("trim_err", (1,)),
           ("time", (1,)), ("good", (E,)), ("chat", (E,)), ("exercised", (E,)),
           ("edge_mask", (E,)), ("fail_sets", (F, E)), ("fail_kind", (F,)),
-          ("fail_route", (F,)), ("clog_revealed", (E,))]
+          ("fail_route", (F,)), ("clog_revealed", (E,)), ("hist_route", (H_HIST, E)),
+          ("hist_ratio", (H_HIST,)), ("hist_dlevel", (H_HIST, T))]
 
 
 def obs_size(task: str = "v1") -> int:
@@ -275,33 +285,57 @@ class BallastNet(environment.Environment[EnvState, EnvParams]):
     kn, kt, ka, kd, kv, ktr, ktk, kta, kb = jax.random.split(key, 9)
     cap, tmask = params.cap, params.tank_mask
     if self.task == "v1":
+      u = jax.random.uniform(kv, (T_MAX,))
+      # Optional transfer job (a listed tank pair, e.g. HP->HS or FPT->APT). Its amount is capped
+      # so that it alone accounts for at most half of the start-heel budget (heeling tanks are far
+      # apart: 500 m3 across 44 m would be 6 degrees).
+      n_tr = jnp.sum(params.route_transfer)
+      pick = jax.random.choice(ktk, K_MAX, p=params.route_transfer / jnp.maximum(n_tr, 1))
+      s = jnp.minimum(params.route_src[pick], T_MAX - 1)
+      d = jnp.minimum(params.route_dst[pick], T_MAX - 1)
+      do_tr = (n_tr > 0) & jax.random.bernoulli(ktr, params.p_transfer)
+      lever = params.rho * jnp.abs(params.tcg[s] - params.tcg[d])
+      a_heel = (jnp.tan(0.5 * params.heel_init_max * DEG) * params.displacement * params.gm /
+                jnp.maximum(lever, 1e-6))
+      a_tr = jnp.minimum(jax.random.uniform(kta, (), minval=params.amount_lo,
+                                            maxval=params.amount_hi),
+                         jnp.minimum(0.9 * jnp.minimum(cap[s], cap[d]), a_heel))
+      m_tr = jnp.where(do_tr, params.rho * a_tr * (params.tcg[s] - params.tcg[d]), 0.0)
+      # Up to jobs_max other tanks get a job of 200-800 m3. Directions (fill or deballast) are
+      # drawn uniformly among the 2^jobs_max sign patterns whose start heel (relative to the
+      # plan's end state, which has zero heel) is within heel_init_max: heel depends only on signs
+      # and amounts, so this is exact rejection sampling done by enumeration, not by a loop.
       n_jobs = jax.random.randint(kn, (), params.jobs_min, params.jobs_max + 1)
-      score = jnp.where(tmask, jax.random.uniform(kt, (T_MAX,)), -1.0)
-      rank = jnp.argsort(jnp.argsort(-score))
-      job = (rank < n_jobs) & tmask
+      busy = do_tr & ((jnp.arange(T_MAX) == s) | (jnp.arange(T_MAX) == d))
+      score = jnp.where(tmask & ~busy, jax.random.uniform(kt, (T_MAX,)), -1.0)
+      sel = jnp.argsort(-score)[:JOBS_CAP]                                  # [J]
+      sel_on = (jnp.arange(JOBS_CAP) < n_jobs) & (score[sel] >= 0)
       amt = jax.random.uniform(ka, (T_MAX,), minval=params.amount_lo, maxval=params.amount_hi)
       amt = jnp.minimum(amt, 0.9 * cap)
-      fill = jax.random.bernoulli(kd, 0.5, (T_MAX,))
-      u = jax.random.uniform(kv, (T_MAX,))
+      # fill (sign +1) means the tank starts lower: start-minus-end heel moment -a*tcg*rho
+      signs = 1.0 - 2.0 * ((jnp.arange(2 ** JOBS_CAP)[:, None] >> jnp.arange(JOBS_CAP)) & 1)
+      m_job = params.rho * amt[sel] * params.tcg[sel] * sel_on                 # [J]
+      m_combo = m_tr - (signs * m_job[None, :]).sum(-1)                       # [2^J]
+      heel_combo = jnp.abs(jnp.arctan(m_combo / (params.displacement * params.gm)) / DEG)
+      ok_combo = heel_combo <= params.heel_init_max
+      gumb = jax.random.gumbel(kd, (2 ** JOBS_CAP,))
+      pick_c = jnp.where(ok_combo.any(), jnp.argmax(jnp.where(ok_combo, gumb, -jnp.inf)),
+                         jnp.argmin(heel_combo))
+      # if no pattern fits (one big wing-tank job), scale all amounts down to the heel budget
+      m_lim = jnp.tan(params.heel_init_max * DEG) * params.displacement * params.gm
+      shrink = jnp.minimum(1.0, 0.99 * m_lim / jnp.maximum(jnp.abs(m_combo[pick_c]), 1e-6))
+      amt, a_tr = amt * shrink, a_tr * shrink
+      job = jnp.zeros(T_MAX, bool).at[sel].set(sel_on)
+      fill = jnp.zeros(T_MAX, bool).at[sel].set(signs[pick_c] > 0)
       base = (0.1 + 0.8 * jax.random.uniform(kb, (T_MAX,))) * cap
       vol0 = jnp.where(job, jnp.where(fill, u * (cap - amt), amt + u * (cap - amt)), base)
       target = jnp.where(job, jnp.where(fill, vol0 + amt, vol0 - amt), base)
-      # optional transfer job between a listed pair whose tanks have no other job
-      n_tr = jnp.sum(params.route_transfer)
-      pick = jax.random.choice(ktk, K_MAX, p=params.route_transfer / jnp.maximum(n_tr, 1))
-      s, d = params.route_src[pick], params.route_dst[pick]
-      do_tr = ((n_tr > 0) & jax.random.bernoulli(ktr, params.p_transfer) &
-               ~job[jnp.minimum(s, T_MAX - 1)] & ~job[jnp.minimum(d, T_MAX - 1)])
-      a = jnp.minimum(jax.random.uniform(kta, (), minval=params.amount_lo,
-                                         maxval=params.amount_hi),
-                      0.9 * jnp.minimum(cap[jnp.minimum(s, T_MAX - 1)],
-                                        cap[jnp.minimum(d, T_MAX - 1)]))
       oh_s, oh_d = _onehot_tank(s), _onehot_tank(d)
-      vs = a + u * (cap - a)          # source starts with at least `a`
-      vd = u * (cap - a)              # sink has room for `a`
+      vs = a_tr + u * (cap - a_tr)       # source starts with at least a_tr
+      vd = u * (cap - a_tr)              # sink has room for a_tr
       vol0 = jnp.where(do_tr, vol0 * (1 - oh_s - oh_d) + vs * oh_s + vd * oh_d, vol0)
-      target = jnp.where(do_tr, target * (1 - oh_s - oh_d) + (vs - a) * oh_s + (vd + a) * oh_d,
-                         target)
+      target = jnp.where(do_tr, target * (1 - oh_s - oh_d) + (vs - a_tr) * oh_s +
+                         (vd + a_tr) * oh_d, target)
       vol0, target = vol0 * tmask, target * tmask
       trim_star = jnp.zeros(())
       m_heel0 = -params.rho * jnp.sum(target * params.tcg)
@@ -321,13 +355,16 @@ class BallastNet(environment.Environment[EnvState, EnvParams]):
 
   def _feasible(self, vol0, target, clog, m_heel0, m_trim0, params: EnvParams):
     """Every v1 job keeps a fill/deballast route with g > 0, and the start heel is moderate."""
-    g = route_conductance(clog, params)
-    ok_route = params.route_mask & (g > 0)
+    # matmuls instead of [T,K,E] broadcasts: this runs N_DRAWS times per reset
+    re = params.route_edges.astype(jnp.float32)
+    ok_route = (params.route_mask & ((re @ (clog <= 0).astype(jnp.float32)) < 0.5))
     tank_ids = jnp.arange(T_MAX)
-    fill_ok = jnp.any(ok_route[None, :] & (params.route_dst[None, :] == tank_ids[:, None]) &
-                      (params.route_src[None, :] == T_MAX), axis=1)
-    drain_ok = jnp.any(ok_route[None, :] & (params.route_src[None, :] == tank_ids[:, None]) &
-                       (params.route_dst[None, :] == T_MAX), axis=1)
+    fill_of = ((params.route_dst[None, :] == tank_ids[:, None]) &
+               (params.route_src[None, :] == T_MAX)).astype(jnp.float32)      # [T, K]
+    drain_of = ((params.route_src[None, :] == tank_ids[:, None]) &
+                (params.route_dst[None, :] == T_MAX)).astype(jnp.float32)
+    fill_ok = (fill_of @ ok_route.astype(jnp.float32)) > 0.5
+    drain_ok = (drain_of @ ok_route.astype(jnp.float32)) > 0.5
     need_fill = target - vol0 > params.tol
     need_drain = vol0 - target > params.tol
     jobs_ok = jnp.all((~need_fill | fill_ok) & (~need_drain | drain_ok))
@@ -336,28 +373,25 @@ class BallastNet(environment.Environment[EnvState, EnvParams]):
     return jobs_ok & heel_ok
 
   def reset_env(self, key: chex.PRNGKey, params: EnvParams) -> tuple[jax.Array, EnvState]:
-    # Rejection sampling with an iteration cap: re-draw plan and clogs until the plan is
-    # feasible and the start heel moderate (the last draw is kept if the cap is hit).
+    # Rejection sampling without a data-dependent loop: draw `N_DRAWS` candidate (clogs, plan)
+    # pairs in parallel and keep the first feasible one (plan feasible with these clogs, start
+    # heel <= heel_init_max). If none is (p < 1e-4 in v1), keep the one with the smallest
+    # start heel among route-feasible draws. A while_loop would be cheaper per ship but, under
+    # vmap, runs until the unluckiest ship of the batch is done.
     def draw(k):
       kc, kp = jax.random.split(k)
       clog = sample_clog(kc, params)
       vol0, target, mh, mt, ts = self._draw_plan(kp, params)
-      return clog, vol0, target, mh, mt, ts
+      ok = self._feasible(vol0, target, clog, mh, mt, params)
+      route_ok = self._feasible(vol0, target, clog, mh, mt, params.replace(heel_init_max=1e9))
+      heel, _ = heel_trim(vol0, mh, mt, params)
+      return (clog, vol0, target, mh, mt, ts), ok, route_ok, jnp.abs(heel)
 
-    def cond(c):
-      i, _, ok, _ = c
-      return (i < 32) & ~ok
-
-    def body(c):
-      i, k, _, _ = c
-      k, sub = jax.random.split(k)
-      d = draw(sub)
-      return i + 1, k, self._feasible(d[1], d[2], d[0], d[3], d[4], params), d
-
-    key, knoise, kfirst = jax.random.split(key, 3)
-    d0 = draw(kfirst)
-    c0 = (jnp.int32(1), key, self._feasible(d0[1], d0[2], d0[0], d0[3], d0[4], params), d0)
-    _, _, _, (clog, vol0, target, mh, mt, ts) = jax.lax.while_loop(cond, body, c0)
+    key, knoise = jax.random.split(key)
+    draws, ok, route_ok, heel = jax.vmap(draw)(jax.random.split(key, N_DRAWS))
+    fallback = jnp.argmin(jnp.where(route_ok, heel, heel + 1e3))
+    idx = jnp.where(ok.any(), jnp.argmax(ok), fallback)
+    clog, vol0, target, mh, mt, ts = jax.tree.map(lambda x: x[idx], draws)
     level = vol0 + params.sigma_level * params.cap * jax.random.normal(knoise, (T_MAX,))
     heel, _ = heel_trim(vol0, mh, mt, params)
     state = EnvState(
@@ -368,12 +402,17 @@ class BallastNet(environment.Environment[EnvState, EnvParams]):
         chat=jnp.ones(E_MAX), exercised=jnp.zeros(E_MAX, bool),
         fail_sets=jnp.zeros((F_MAX, E_MAX), bool), fail_kind=jnp.zeros(F_MAX, jnp.int32),
         fail_route=jnp.full(F_MAX, -1, jnp.int32), fail_ptr=jnp.int32(0),
-        max_heel=jnp.abs(heel), heel_steps=jnp.int32(0), success=jnp.array(False), time=0)
+        max_heel=jnp.abs(heel), heel_steps=jnp.int32(0), success=jnp.array(False),
+        hist_route=jnp.zeros((H_HIST, E_MAX), bool), hist_ratio=jnp.zeros(H_HIST),
+        hist_dlevel=jnp.zeros((H_HIST, T_MAX)), time=0)
     return self.get_obs(state, params), state
 
   # ------------------------------------------------------------------ step
   def _move(self, vol, target, k, clog, params: EnvParams):
-    """Moves water along route k (NOOP if k == K_MAX or padded). Returns (vol', nominal)."""
+    """Moves water along route k (NOOP if k == K_MAX or padded).
+
+    Returns (vol', nominal dV, valid, clipped k, src, dst, rate*dt, moved dV).
+    """
     valid = (k < K_MAX) & params.route_mask[jnp.minimum(k, K_MAX - 1)]
     kk = jnp.minimum(k, K_MAX - 1)
     src, dst = params.route_src[kk], params.route_dst[kk]
@@ -393,7 +432,7 @@ class BallastNet(environment.Environment[EnvState, EnvParams]):
     dv = jnp.where(valid, jnp.minimum(rate * g, limit), 0.0)
     vol = vol + dv * (_onehot_tank(dst) - _onehot_tank(src))
     vol = jnp.clip(vol, 0.0, params.cap)  # float safety; dv already respects the limits
-    return vol, nominal, valid, kk, src, dst, rate
+    return vol, nominal, valid, kk, src, dst, rate, dv
 
   def _update_evidence(self, ev, kk, valid, ratio, informative, params: EnvParams):
     good, chat, exercised, fsets, fkind, froute, ptr = ev
@@ -424,11 +463,13 @@ class BallastNet(environment.Environment[EnvState, EnvParams]):
       a1 = jnp.clip(acts[1], 0, K_MAX)
       acts = jnp.stack([a0, jnp.where(params.pair_ok[a0, a1], a1, K_MAX)])
     vol = state.vol
-    moves = []
+    moves, dvs = [], []
     for k in acts:
       k = jnp.clip(k, 0, K_MAX)
-      vol, nominal, valid, kk, src, dst, rate = self._move(vol, state.target, k, state.clog, params)
+      vol, nominal, valid, kk, src, dst, rate, dv = self._move(vol, state.target, k, state.clog,
+                                                                params)
       moves.append((nominal, valid, kk, src, dst, rate))
+      dvs.append(dv)
     level = vol + params.sigma_level * params.cap * jax.random.normal(key, (T_MAX,))
     level = level * params.tank_mask
     dlevel = level - state.level
@@ -442,7 +483,7 @@ class BallastNet(environment.Environment[EnvState, EnvParams]):
       down = jnp.where(src < T_MAX, -dlev_ext[src], 0.0)
       n_ends = (dst < T_MAX).astype(jnp.float32) + (src < T_MAX).astype(jnp.float32)
       obs_dv = (up + down) / jnp.maximum(n_ends, 1.0)
-      informative = valid & (nominal >= params.info_frac * rate)
+      informative = valid & (nominal >= params.info_vol)
       ratio = jnp.where(valid, jnp.abs(obs_dv) / jnp.maximum(nominal, 1.0), 0.0)
       ev = self._update_evidence(ev, kk, valid, ratio, informative, params)
       ratios.append(ratio)
@@ -462,13 +503,21 @@ class BallastNet(environment.Environment[EnvState, EnvParams]):
         exercised=ev[2], fail_sets=ev[3], fail_kind=ev[4], fail_route=ev[5], fail_ptr=ev[6],
         max_heel=jnp.maximum(state.max_heel, jnp.abs(heel)),
         heel_steps=state.heel_steps + (jnp.abs(heel) > params.heel_warn),
-        success=success, time=state.time + 1)
+        success=success,
+        hist_route=jnp.concatenate([routes[0][None], state.hist_route[:-1]]),
+        hist_ratio=jnp.concatenate([ratios[0][None], state.hist_ratio[:-1]]),
+        hist_dlevel=jnp.concatenate([dlevel[None] / (params.pump_rate[0] * params.dt_h),
+                                     state.hist_dlevel[:-1]]),
+        time=state.time + 1)
     phi1 = jnp.where(success, 0.0, self._potential(vol, new, params))
     reward = (-1.0 + params.gamma * phi1 - phi0 -
               params.heel_pen * (jnp.abs(heel) > params.heel_warn) +
               params.success_bonus * success - params.capsize_pen * capsized)
     terminated = success | capsized
-    info = {"success": success, "heel": heel, "trim": trim, "clog": state.clog}
+    dv = jnp.stack(dvs + [jnp.zeros(())] * pad)
+    info = {"success": success, "heel": heel, "trim": trim, "clog": state.clog, "dv": dv,
+            "route_src": jnp.stack([m[3] for m in moves] + [jnp.int32(T_MAX)] * pad),
+            "route_dst": jnp.stack([m[4] for m in moves] + [jnp.int32(T_MAX)] * pad)}
     return self.get_obs(new, params), new, reward.astype(jnp.float32), terminated, info
 
   def _success(self, vol, target, heel, trim, trim_star, params: EnvParams):
@@ -500,7 +549,9 @@ class BallastNet(environment.Environment[EnvState, EnvParams]):
         "good": state.good, "chat": state.chat, "exercised": state.exercised,
         "edge_mask": params.edge_mask, "fail_sets": state.fail_sets,
         "fail_kind": state.fail_kind, "fail_route": state.fail_route,
-        "clog_revealed": jnp.where(params.reveal_clog, state.clog, -1.0)}
+        "clog_revealed": jnp.where(params.reveal_clog, state.clog, -1.0),
+        "hist_route": state.hist_route, "hist_ratio": state.hist_ratio,
+        "hist_dlevel": state.hist_dlevel}
     return jnp.concatenate([jnp.ravel(fields[n]).astype(jnp.float32)
                             for n, _ in obs_fields(self.task)])
 

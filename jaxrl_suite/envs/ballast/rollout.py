@@ -59,3 +59,30 @@ def make_evaluate(env: BallastNet, policy: Callable, diag_fn: Callable | None = 
     return jax.vmap(episode, in_axes=(None, None, 0))(env_params, policy_params, keys)
 
   return jax.jit(evaluate)
+
+
+def make_baseline_evaluate(env: BallastNet, num_steps: int = 96):
+  """One compiled evaluator for every baseline (a `lax.switch` on a policy id), so the env is
+  compiled once. Returns evaluate(env_params, baseline_params, pid, keys); pid indexes
+  `baselines.BASELINES`. Adds "diag" = reference diagnosis of the final observation.
+
+  For pid == BASELINES.index("oracle") pass env_params.replace(reveal_clog=True).
+  """
+  from jaxrl_suite.envs.ballast import baselines as B  # local: baselines imports env only
+  from jaxrl_suite.envs.ballast.diagnosis import reference_diagnosis
+
+  branches = [B.POLICIES[n] for n in B.BASELINES]
+
+  def policy(pp, obs, key):
+    bp, pid = pp
+    return jax.lax.switch(pid, [lambda o, k, f=f: f(bp, o, k) for f in branches], obs, key)
+
+  inner = make_evaluate(env, policy, None, num_steps)
+
+  @jax.jit
+  def evaluate(env_params, bp, pid, keys):
+    out = inner(env_params, (bp, jnp.int32(pid)), keys)
+    out["diag"] = jax.vmap(reference_diagnosis, in_axes=(0, None))(out["final_obs"], env_params)
+    return out
+
+  return evaluate

@@ -1,0 +1,479 @@
+"""Reproduction: "RL-Ballast beats Dijkstra by 32% on decision steps when pipes get blocked and
+diagnoses clogs with no extra flow sensors" (blog claim; no public paper, repo or deployment).
+
+BallastNet-v0 (jaxrl_suite/envs/ballast), ring14 layout, dt = 5 min, the documented clog prior.
+Every policy runs on the same paired episode keys (same clogs, plan and sounding noise). Reported
+per clog regime (none / 1 blocked / >=2 blocked / partial only): decision steps and hours with
+bootstrap 95% CIs, success rate, savings vs B-replan (paired ratio CI), the share of the
+B-replan -> B-oracle gap the RL agent closes, and clog diagnosis (exact set, F1, balanced
+accuracy) over all edges and over exercised edges. Also: the oracle-vs-replan gap at other step
+lengths, task v2 (stability target, two pumps) with greedy baselines, and a generalisation test of
+the trained agent on a layout it never saw (`--layout PATH`, default direct10).
+
+  python -m experiments.ballast [--quick] [--layout PATH] [--config.x=...]
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+if __name__ == "__main__" and __package__ in (None, ""):
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import time
+
+from absl import app, flags
+import jax
+import jax.numpy as jnp
+import numpy as np
+from ml_collections import config_flags
+from tqdm import tqdm
+
+from jaxrl_suite.core import results, stats
+from jaxrl_suite.envs.ballast import agent as A
+from jaxrl_suite.envs.ballast import baselines as B
+from jaxrl_suite.envs.ballast import make_ballast
+from jaxrl_suite.envs.ballast.diagnosis import diagnosis_metrics
+from jaxrl_suite.envs.ballast.rollout import make_baseline_evaluate, make_evaluate
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", os.path.join(_ROOT, "configs", "ballast.py"), "experiment config")
+_QUICK = flags.DEFINE_bool("quick", False, "small, fast run (CI)")
+_WORKDIR = flags.DEFINE_string("workdir", "workdirs/ballast", "work directory")
+_LAYOUT = flags.DEFINE_string("layout", None, "layout JSON for the generalisation test")
+NAME = "ballast"
+REGIMES = ("none", "1 blocked", ">=2 blocked", "partial only")
+CLAIM_SAVING = 0.32
+
+
+def _config():
+  if _QUICK.value:
+    sys.path.insert(0, _ROOT)
+    import configs.ballast as cfg  # pylint: disable=g-import-not-at-top
+    return cfg.get_config("quick")
+  return _CONFIG.value
+
+
+def regime_of(clog: np.ndarray) -> np.ndarray:
+  """0 none, 1 one blocked, 2 two+ blocked, 3 partial only; clog [N, E]."""
+  nb = (clog == 0).sum(-1)
+  npart = ((clog > 0) & (clog < 1)).sum(-1)
+  return np.where(nb == 0, np.where(npart == 0, 0, 3), np.where(nb == 1, 1, 2))
+
+
+def _steps_row(steps, success, dt_h, n_boot, seed):
+  m, lo, hi = stats.bootstrap_ci(steps, n_boot=n_boot, seed=seed) if len(steps) else (np.nan,) * 3
+  return {"n": int(len(steps)), "steps": m, "ci": [lo, hi], "hours": m * dt_h,
+          "hours_ci": [lo * dt_h, hi * dt_h],
+          "success": float(np.mean(success)) if len(steps) else np.nan}
+
+
+def _saving(a, b, n_boot, seed):
+  """1 - mean(a)/mean(b) with paired bootstrap CI."""
+  if len(a) < 2:
+    return {"saving": np.nan, "ci": [np.nan, np.nan]}
+  r, lo, hi = stats.paired_ratio_ci(a, b, n_boot=n_boot, seed=seed)
+  return {"saving": 1 - r, "ci": [1 - hi, 1 - lo]}
+
+
+def _gap_share(rl, rep, orc, n_boot, seed):
+  """(mean replan - mean rl) / (mean replan - mean oracle), paired bootstrap CI."""
+  rl, rep, orc = (np.asarray(x, np.float64) for x in (rl, rep, orc))
+  if len(rl) < 2 or rep.mean() - orc.mean() <= 0:
+    return {"share": np.nan, "ci": [np.nan, np.nan]}
+  rng = np.random.default_rng(seed)
+  idx = rng.integers(0, len(rl), (n_boot, len(rl)))
+  gap = rep[idx].mean(1) - orc[idx].mean(1)
+  share = np.where(gap > 0, (rep[idx].mean(1) - rl[idx].mean(1)) / np.maximum(gap, 1e-9), np.nan)
+  lo, hi = np.nanquantile(share, [0.025, 0.975])
+  return {"share": float((rep.mean() - rl.mean()) / (rep.mean() - orc.mean())),
+          "ci": [float(lo), float(hi)]}
+
+
+def _diag_rows(out, edge_mask, reg):
+  label = out["clog"] < 1
+  rows = {}
+  for name, sel in [("all", np.ones_like(reg, bool))] + [(REGIMES[r], reg == r) for r in range(4)]:
+    if not sel.any():
+      continue
+    m_all = np.broadcast_to(edge_mask, label.shape)[sel]
+    m_ex = m_all & out["exercised"][sel]
+    rows[name] = {"all_edges": diagnosis_metrics(out["diag"][sel], label[sel], m_all),
+                  "exercised": diagnosis_metrics(out["diag"][sel], label[sel], m_ex)}
+  return rows
+
+
+def _fmt(x, nd=2):
+  return "nan" if x is None or not np.isfinite(x) else f"{x:.{nd}f}"
+
+
+def run(c, quick: bool, workdir: str, layout_path: str | None = None,
+        results_dir: str | None = None) -> dict:
+  t0 = time.time()
+  sys.path.insert(0, _ROOT)
+  import configs.ballast as cfg_mod  # pylint: disable=g-import-not-at-top
+  cfg_mod.validate(c)
+  os.makedirs(workdir, exist_ok=True)
+  jax.config.update("jax_compilation_cache_dir", os.path.join(_ROOT, ".jax_cache"))
+  dt_h = c.dt_minutes / 60.0
+  env, p = make_ballast(layout=c.layout, dt_h=dt_h, max_steps_in_episode=c.t_limit,
+                        sigma_level=c.sigma_level)
+  bp = B.make_params(p, bayes="bayes" in c.baselines)
+  ev = make_baseline_evaluate(env, c.t_limit)
+  keys = jax.random.split(jax.random.PRNGKey(c.seed + 12345), c.n_episodes)
+  if c.sweep_only:
+    return _run_sweep_only(c, env, p, ev, keys, quick, t0, results_dir)
+  outs = {}
+  stages = list(c.baselines) + ["rl-train", "rl-eval", "dt-sweep"] + (["v2"] if c.v2 else []) + \
+      (["generalisation"] if (layout_path or c.eval_layout) else [])
+  bar = tqdm(stages, desc="ballast", disable=None)
+  for name in c.baselines:
+    bar.set_postfix_str(name)
+    pp = p.replace(reveal_clog=name == "oracle")
+    outs[name] = jax.device_get(ev(pp, bp, B.BASELINES.index(name), keys))
+    bar.update()
+  # ---------------------------------------------------------------- RL agent
+  bar.set_postfix_str("rl-train")
+  train = jax.jit(jax.vmap(A.make_train(c.rl, env, p)))
+  seeds = jax.random.split(jax.random.PRNGKey(c.seed), c.rl_seeds)
+  t_train = time.time()
+  ts, metrics = jax.block_until_ready(train(seeds))
+  t_train = time.time() - t_train
+  metrics = jax.device_get(metrics)
+  bar.update()
+  bar.set_postfix_str("rl-eval")
+  policy, diagnose = A.make_policy(c.rl.hidden)
+  graph = A.make_graph(p)
+  ev_rl = make_evaluate(env, policy, diagnose, c.t_limit)
+  rl_outs = []
+  for s in range(c.rl_seeds):
+    params_s = jax.tree.map(lambda x: x[s], ts.params)
+    rl_outs.append(jax.device_get(ev_rl(p, (params_s, graph), keys)))
+  # per-episode mean over RL seeds (paired with the baselines' episodes)
+  outs["rl"] = dict(rl_outs[0])
+  outs["rl"]["steps"] = np.mean([o["steps"] for o in rl_outs], 0)
+  outs["rl"]["success"] = np.mean([o["success"] for o in rl_outs], 0)
+  bar.update()
+  edge_mask = np.asarray(p.edge_mask)
+  reg = regime_of(outs["oracle"]["clog"])
+  for name in outs:  # same keys -> same clogs
+    assert np.array_equal(outs[name]["clog"], outs["oracle"]["clog"]), name
+  # ---------------------------------------------------------------- tables per regime
+  table = {}
+  sel_sets = [("all", np.ones_like(reg, bool)), ("blocked (1 or >=2)", (reg == 1) | (reg == 2))]
+  sel_sets += [(REGIMES[r], reg == r) for r in range(4)]
+  for rname, sel in sel_sets:
+    row = {}
+    for name, o in outs.items():
+      row[name] = _steps_row(o["steps"][sel], o["success"][sel], dt_h, c.n_boot, c.seed)
+      if name != "replan":
+        row[name]["saving_vs_replan"] = _saving(o["steps"][sel], outs["replan"]["steps"][sel],
+                                                c.n_boot, c.seed)
+      if "tabu" in outs and name != "tabu":
+        row[name]["saving_vs_tabu"] = _saving(o["steps"][sel], outs["tabu"]["steps"][sel],
+                                              c.n_boot, c.seed)
+    row["rl"]["gap_share"] = _gap_share(outs["rl"]["steps"][sel], outs["replan"]["steps"][sel],
+                                        outs["oracle"]["steps"][sel], c.n_boot, c.seed)
+    table[rname] = row
+  diag = {"rl head": _diag_rows(outs["rl"], edge_mask, reg),
+          "reference on B-replan": _diag_rows(outs["replan"], edge_mask, reg)}
+  if "bayes" in outs:
+    diag["reference on B-Bayes"] = _diag_rows(outs["bayes"], edge_mask, reg)
+  # ---------------------------------------------------------------- dt sweep (oracle vs replan)
+  bar.set_postfix_str("dt-sweep")
+  sweep = {}
+  keys_s = keys[:c.n_sweep]
+  for dt_min in sorted(set(list(c.dt_sweep) + [c.dt_minutes])):
+    p_dt = p.replace(dt_h=dt_min / 60.0)
+    o_or = jax.device_get(ev(p_dt.replace(reveal_clog=True), bp, B.BASELINES.index("oracle"),
+                             keys_s))
+    o_rp = jax.device_get(ev(p_dt, bp, B.BASELINES.index("replan"), keys_s))
+    o_tb = jax.device_get(ev(p_dt, bp, B.BASELINES.index("tabu"), keys_s))
+    rg = regime_of(o_or["clog"])
+    blk = (rg == 1) | (rg == 2)
+    sweep[str(dt_min)] = {
+        "oracle_vs_replan_blocked": _saving(o_or["steps"][blk], o_rp["steps"][blk], c.n_boot,
+                                            c.seed),
+        "oracle_vs_tabu_blocked": _saving(o_or["steps"][blk], o_tb["steps"][blk], c.n_boot,
+                                          c.seed),
+        "oracle_vs_replan_all": _saving(o_or["steps"], o_rp["steps"], c.n_boot, c.seed),
+        "mean_steps": {"oracle": float(o_or["steps"].mean()),
+                       "replan": float(o_rp["steps"].mean()), "tabu": float(o_tb["steps"].mean())}}
+  bar.update()
+  # ---------------------------------------------------------------- v2
+  v2 = None
+  if c.v2:
+    bar.set_postfix_str("v2")
+    env2, p2 = make_ballast(layout=c.layout, task="v2", dt_h=dt_h, max_steps_in_episode=c.t_limit,
+                            sigma_level=c.sigma_level)
+    ev2 = make_evaluate(env2, B.v2_greedy_policy, None, c.t_limit)
+    keys2 = jax.random.split(jax.random.PRNGKey(c.seed + 777), c.v2_episodes)
+    o2 = {n: jax.device_get(ev2(p2.replace(reveal_clog=orc), B.make_v2_params(p2, orc), keys2))
+          for n, orc in (("oracle-v2", True), ("replan-v2", False))}
+    rg2 = regime_of(o2["oracle-v2"]["clog"])
+    v2 = {}
+    for rname, sel in ([("all", np.ones_like(rg2, bool)), ("blocked (1 or >=2)", (rg2 == 1) |
+                                                             (rg2 == 2))] +
+                       [(REGIMES[r], rg2 == r) for r in range(4)]):
+      v2[rname] = {n: _steps_row(o["steps"][sel], o["success"][sel], dt_h, c.n_boot, c.seed)
+                   for n, o in o2.items()}
+      v2[rname]["oracle_vs_replan"] = _saving(o2["oracle-v2"]["steps"][sel],
+                                              o2["replan-v2"]["steps"][sel], c.n_boot, c.seed)
+    bar.update()
+  # ---------------------------------------------------------------- generalisation
+  gen = None
+  lay = layout_path or c.eval_layout
+  if lay:
+    bar.set_postfix_str("generalisation")
+    env_g, p_g = make_ballast(layout=lay, dt_h=dt_h, max_steps_in_episode=c.t_limit,
+                              sigma_level=c.sigma_level)
+    bp_g = B.make_params(p_g, bayes=False)
+    ev_g = make_baseline_evaluate(env_g, c.t_limit)
+    keys_g = keys[:max(c.n_episodes // 2, 50)]
+    og = {"oracle": jax.device_get(ev_g(p_g.replace(reveal_clog=True), bp_g,
+                                        B.BASELINES.index("oracle"), keys_g)),
+          "replan": jax.device_get(ev_g(p_g, bp_g, B.BASELINES.index("replan"), keys_g))}
+    ev_rl_g = make_evaluate(env_g, policy, diagnose, c.t_limit)
+    params0 = jax.tree.map(lambda x: x[0], ts.params)
+    og["rl (trained on %s)" % c.layout] = jax.device_get(
+        ev_rl_g(p_g, (params0, A.make_graph(p_g)), keys_g))
+    rg = regime_of(og["oracle"]["clog"])
+    gen = {"layout": env_g.layout_name, "rows": {}}
+    for rname, sel in [("all", np.ones_like(rg, bool)), ("blocked (1 or >=2)", (rg == 1) |
+                                                         (rg == 2))]:
+      gen["rows"][rname] = {n: _steps_row(o["steps"][sel], o["success"][sel], dt_h, c.n_boot,
+                                          c.seed) for n, o in og.items()}
+    gen["diag_rl_head"] = _diag_rows(og["rl (trained on %s)" % c.layout],
+                                     np.asarray(p_g.edge_mask), rg).get("all")
+    gen["diag_reference_replan"] = _diag_rows(og["replan"], np.asarray(p_g.edge_mask),
+                                              rg).get("all")
+    bar.update()
+  bar.close()
+  # ---------------------------------------------------------------- claims
+  blk = table["blocked (1 or >=2)"]
+  rl_sv, orc_sv = blk["rl"]["saving_vs_replan"], blk["oracle"]["saving_vs_replan"]
+  dt_note = (f"B-replan = optimistic CTP replanner, k_fail=1, believed-time metric "
+             f"(-log prod chat), shared evidence from soundings; dt={c.dt_minutes:g} min; "
+             f"clog prior P(#blocked=0..3)=.3/.4/.2/.1 (strainers 3x), P(#partial=0..2)="
+             f".6/.3/.1, c~U[.15,.5] (DB branches 2x); sigma={c.sigma_level*100:g}% cap")
+  if np.isfinite(orc_sv["ci"][1]) and orc_sv["ci"][1] < CLAIM_SAVING:
+    verdict = "contradicted"
+    why = ("even B-oracle (knows every clog; a lower bound on steps for the plan order) saves "
+           "only %.1f%% [%.1f, %.1f] vs B-replan on blocked episodes, so no level-only policy "
+           "can reach 32%% here" % (100 * orc_sv["saving"], 100 * orc_sv["ci"][0],
+                                   100 * orc_sv["ci"][1]))
+  elif np.isfinite(rl_sv["ci"][1]) and rl_sv["ci"][1] < CLAIM_SAVING:
+    verdict, why = "not reproduced", "the RL agent's saving CI lies below 32%"
+  elif np.isfinite(rl_sv["ci"][0]) and rl_sv["ci"][0] >= CLAIM_SAVING:
+    verdict, why = "reproduced", "the RL agent's saving CI lies above 32%"
+  else:
+    verdict, why = "inconclusive", "CIs straddle 32%"
+  claims = [results.claim(
+      "RL needs 32% fewer decision steps than Dijkstra when pipes are blocked (v1, ring14)",
+      "32%", f"RL {100 * rl_sv['saving']:.1f}% (oracle bound {100 * orc_sv['saving']:.1f}%)",
+      verdict, [100 * rl_sv["ci"][0], 100 * rl_sv["ci"][1]], f"{why}. {dt_note}.")]
+  tb = blk.get("oracle", {}).get("saving_vs_tabu")
+  big_dt = max(sweep, key=float)
+  sw = sweep[big_dt]["oracle_vs_replan_blocked"]
+  claims.append(results.claim(
+      "32% is reachable only against a weak baseline or a coarse step (oracle bound vs B-tabu, "
+      f"and vs B-replan at dt={float(big_dt):g} min)", "32%",
+      f"oracle vs B-tabu {100 * tb['saving']:.1f}%, vs B-replan at dt={float(big_dt):g} min "
+      f"{100 * sw['saving']:.1f}%" if tb else "n/a",
+      "not reproduced" if (tb and tb["ci"][1] < CLAIM_SAVING and sw["ci"][1] < CLAIM_SAVING)
+      else "inconclusive",
+      [100 * sw["ci"][0], 100 * sw["ci"][1]],
+      "CI is of the oracle-vs-B-replan saving at the coarsest dt; the design doc's prototype "
+      "found 21-22% at 15-30 min and 37-46% only against a forgetful baseline"))
+  if v2 is not None:
+    s2 = v2["blocked (1 or >=2)"]["oracle_vs_replan"]
+    claims.append(results.claim(
+        "v2 (stability target, two pumps, free tank choice): room to beat the replanner",
+        "32%", f"oracle-v2 vs greedy replan-v2 {100 * s2['saving']:.1f}% on blocked episodes",
+        "inconclusive", [100 * s2["ci"][0], 100 * s2["ci"][1]],
+        "an upper-bound-style comparison (greedy controller with true vs believed "
+        "conductances); no RL agent was trained on v2 in this budget"))
+  d_rl = diag["rl head"]["all"]
+  d_ref = diag["reference on B-replan"]["all"]
+  f1_rl_ex, f1_ref_ex = d_rl["exercised"]["f1"], d_ref["exercised"]["f1"]
+  dverdict = ("reproduced" if f1_rl_ex >= 0.8 else
+              "partly reproduced" if f1_rl_ex >= 0.4 else "not reproduced")
+  claims.append(results.claim(
+      "diagnoses clogs with no extra flow sensors (level-only)", "yes (no number)",
+      f"RL head F1 {f1_rl_ex:.2f} on exercised edges / {d_rl['all_edges']['f1']:.2f} on all; "
+      f"exact set {d_rl['all_edges']['exact']:.2f}; reference diagnoser on B-replan F1 "
+      f"{f1_ref_ex:.2f} (exercised)", dverdict, None,
+      "thresholds: F1(exercised) >= 0.8 reproduced, >= 0.4 partly; edges never used cannot be "
+      "identified from levels"))
+  claims.append(results.claim(
+      "deployed on commercial container ships", "deployed", "no public evidence", "inconclusive",
+      None, "nothing to measure in simulation; see design doc section 1"))
+  # ---------------------------------------------------------------- write
+  payload = {"table": table, "diagnosis": diag, "dt_sweep": sweep, "v2": v2,
+             "generalisation": gen, "train_wall_s": t_train,
+             "train_curve": {k: np.asarray(v).tolist() for k, v in metrics.items()
+                             if k in ("returned_episode_returns", "episode_length",
+                                      "success_rate", "aux")},
+             "layout": c.layout, "dt_minutes": c.dt_minutes,
+             "baseline_definition": dt_note}
+  md = _markdown(c, table, diag, sweep, v2, gen, t_train)
+  results.write_results(NAME, mode="quick" if quick else "full", config=c,
+                        seeds=list(range(c.rl_seeds)), claims=claims,
+                        wall_time_s=time.time() - t0, payload=payload, markdown=md,
+                        results_dir=results_dir)
+  _plot(table, sweep, os.path.join(results_dir or os.path.join(_ROOT, "results"), f"{NAME}.png"))
+  return {"claims": claims, "table": table, "diagnosis": diag, "dt_sweep": sweep, "v2": v2,
+          "generalisation": gen}
+
+
+def _run_sweep_only(c, env, p, ev, keys, quick, t0, results_dir):
+  """Oracle vs B-replan / B-tabu at several step lengths only (results/ballast_dt_sweep.*)."""
+  bp = B.make_params(p, bayes=False)
+  sweep = {}
+  for dt_min in tqdm(sorted(set(list(c.dt_sweep) + [c.dt_minutes])), desc="dt", disable=None):
+    p_dt = p.replace(dt_h=dt_min / 60.0)
+    o = {n: jax.device_get(ev(p_dt.replace(reveal_clog=n == "oracle"), bp, B.BASELINES.index(n),
+                              keys[:c.n_sweep])) for n in ("oracle", "replan", "tabu")}
+    blk = np.isin(regime_of(o["oracle"]["clog"]), (1, 2))
+    sweep[str(dt_min)] = {
+        "oracle_vs_replan_blocked": _saving(o["oracle"]["steps"][blk], o["replan"]["steps"][blk],
+                                            c.n_boot, c.seed),
+        "oracle_vs_tabu_blocked": _saving(o["oracle"]["steps"][blk], o["tabu"]["steps"][blk],
+                                          c.n_boot, c.seed),
+        "mean_steps": {n: float(v["steps"].mean()) for n, v in o.items()},
+        "success": {n: float(v["success"].mean()) for n, v in o.items()}}
+  big = max(sweep, key=float)
+  s = sweep[big]["oracle_vs_replan_blocked"]
+  claims = [results.claim(
+      f"32% vs a competent replanner needs a coarse step (oracle vs B-replan at dt={float(big):g}"
+      " min, blocked episodes)", "32%", f"{100 * s['saving']:.1f}%",
+      "not reproduced" if s["ci"][1] < CLAIM_SAVING else "inconclusive",
+      [100 * s["ci"][0], 100 * s["ci"][1]],
+      "upper bound on any policy's saving at this dt; evidence rule: informative if the "
+      "commanded volume >= info_vol (25 m3), independent of dt")]
+  md = ["| dt (min) | oracle vs B-replan | oracle vs B-tabu | mean steps oracle/replan/tabu | "
+        "success oracle/replan/tabu |", "|---|---|---|---|---|"]
+  for dt_min, r in sorted(sweep.items(), key=lambda kv: float(kv[0])):
+    a, b, m, sc = (r["oracle_vs_replan_blocked"], r["oracle_vs_tabu_blocked"], r["mean_steps"],
+                   r["success"])
+    md.append(f"| {float(dt_min):g} | {100 * a['saving']:.1f}% [{100 * a['ci'][0]:.1f}, "
+              f"{100 * a['ci'][1]:.1f}] | {100 * b['saving']:.1f}% [{100 * b['ci'][0]:.1f}, "
+              f"{100 * b['ci'][1]:.1f}] | {m['oracle']:.2f} / {m['replan']:.2f} / "
+              f"{m['tabu']:.2f} | {sc['oracle']:.2f} / {sc['replan']:.2f} / {sc['tabu']:.2f} |")
+  results.write_results(NAME + "_dt_sweep", mode="quick" if quick else "full", config=c,
+                        seeds=[c.seed], claims=claims, wall_time_s=time.time() - t0,
+                        payload={"dt_sweep": sweep}, markdown="\n".join(md),
+                        results_dir=results_dir)
+  return {"claims": claims, "dt_sweep": sweep}
+
+
+def _markdown(c, table, diag, sweep, v2, gen, t_train) -> str:
+  names = [n for n in table["all"]]
+  out = [f"Layout `{c.layout}`, dt = {c.dt_minutes:g} min, {c.n_episodes} paired episodes, "
+         f"RL: PPO + route scorer + diagnosis head, {c.rl.total_timesteps} env steps x "
+         f"{c.rl_seeds} seed(s), trained in {t_train:.0f} s.", "",
+         "## Decision steps (mean [95% bootstrap CI]), success rate, saving vs B-replan", "",
+         "| regime | n | " + " | ".join(names) + " | RL gap share closed |",
+         "|---|---|" + "---|" * (len(names) + 1)]
+  for rname, row in table.items():
+    cells = []
+    for n in names:
+      r = row[n]
+      sv = r.get("saving_vs_replan")
+      sv_s = f", {100 * sv['saving']:+.1f}%" if sv and np.isfinite(sv["saving"]) else ""
+      cells.append(f"{_fmt(r['steps'])} [{_fmt(r['ci'][0])}, {_fmt(r['ci'][1])}] "
+                   f"({_fmt(r['hours'])} h, succ {_fmt(r['success'])}{sv_s})")
+    gs = row["rl"]["gap_share"]
+    out.append(f"| {rname} | {row[names[0]]['n']} | " + " | ".join(cells) +
+               f" | {_fmt(gs['share'])} [{_fmt(gs['ci'][0])}, {_fmt(gs['ci'][1])}] |")
+  out += ["", "Savings are 1 - mean(steps)/mean(steps B-replan) on the same episodes (negative "
+          "= more steps).", "", "## Clog diagnosis (micro over episodes)", "",
+          "| diagnoser | regime | exact (all) | F1 (all) | bal.acc (all) | exact (exercised) | "
+          "F1 (exercised) | bal.acc (exercised) |", "|---|---|---|---|---|---|---|---|"]
+  for dname, rows in diag.items():
+    for rname, d in rows.items():
+      a, e = d["all_edges"], d["exercised"]
+      out.append(f"| {dname} | {rname} | {_fmt(a['exact'])} | {_fmt(a['f1'])} | "
+                 f"{_fmt(a['bal_acc'])} | {_fmt(e['exact'])} | {_fmt(e['f1'])} | "
+                 f"{_fmt(e['bal_acc'])} |")
+  out += ["", "## Oracle-vs-replan saving by step length (blocked episodes)", "",
+          "| dt (min) | oracle vs B-replan | oracle vs B-tabu | mean steps oracle/replan/tabu |",
+          "|---|---|---|---|"]
+  for dt_min, s in sorted(sweep.items(), key=lambda kv: float(kv[0])):
+    a, b, m = s["oracle_vs_replan_blocked"], s["oracle_vs_tabu_blocked"], s["mean_steps"]
+    out.append(f"| {float(dt_min):g} | {100 * a['saving']:.1f}% [{100 * a['ci'][0]:.1f}, "
+               f"{100 * a['ci'][1]:.1f}] | {100 * b['saving']:.1f}% [{100 * b['ci'][0]:.1f}, "
+               f"{100 * b['ci'][1]:.1f}] | {m['oracle']:.2f} / {m['replan']:.2f} / "
+               f"{m['tabu']:.2f} |")
+  if v2 is not None:
+    out += ["", "## Task v2 (stability target, two pumps): greedy controllers", "",
+            "| regime | oracle-v2 steps | replan-v2 steps | oracle saving |", "|---|---|---|---|"]
+    for rname, r in v2.items():
+      a, b, s = r["oracle-v2"], r["replan-v2"], r["oracle_vs_replan"]
+      out.append(f"| {rname} | {_fmt(a['steps'])} [{_fmt(a['ci'][0])}, {_fmt(a['ci'][1])}] "
+                 f"succ {_fmt(a['success'])} | {_fmt(b['steps'])} [{_fmt(b['ci'][0])}, "
+                 f"{_fmt(b['ci'][1])}] succ {_fmt(b['success'])} | "
+                 f"{100 * s['saving']:.1f}% [{100 * s['ci'][0]:.1f}, {100 * s['ci'][1]:.1f}] |")
+  if gen is not None:
+    out += ["", f"## Generalisation: agent trained on {c.layout}, evaluated on "
+            f"`{gen['layout']}` (never seen)", "", "| regime | policy | steps | success |",
+            "|---|---|---|---|"]
+    for rname, rows in gen["rows"].items():
+      for n, r in rows.items():
+        out.append(f"| {rname} | {n} | {_fmt(r['steps'])} [{_fmt(r['ci'][0])}, "
+                   f"{_fmt(r['ci'][1])}] | {_fmt(r['success'])} |")
+    if gen["diag_rl_head"]:
+      d = gen["diag_rl_head"]
+      out.append(f"\nRL diagnosis head on the new layout: F1 all {_fmt(d['all_edges']['f1'])}, "
+                 f"exercised {_fmt(d['exercised']['f1'])}; reference diagnoser on B-replan: "
+                 f"exercised F1 {_fmt(gen['diag_reference_replan']['exercised']['f1'])}.")
+  return "\n".join(out)
+
+
+def _plot(table, sweep, path):
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(1, 2, figsize=(12, 4))
+  regs = [r for r in REGIMES if r in table]
+  names = list(table["all"])
+  w = 0.8 / len(names)
+  for i, n in enumerate(names):
+    m = [table[r][n]["steps"] for r in regs]
+    err = np.array([[table[r][n]["steps"] - table[r][n]["ci"][0],
+                     table[r][n]["ci"][1] - table[r][n]["steps"]] for r in regs]).T
+    ax[0].bar(np.arange(len(regs)) + i * w, m, w, yerr=err, label=n)
+  ax[0].set_xticks(np.arange(len(regs)) + 0.4 - w / 2)
+  ax[0].set_xticklabels(regs)
+  ax[0].set_ylabel("decision steps to finish the plan")
+  ax[0].legend(fontsize=8)
+  ax[0].set_title("BallastNet v1 (ring14), paired episodes")
+  dts = sorted(sweep, key=float)
+  for key, lab in (("oracle_vs_replan_blocked", "oracle vs B-replan"),
+                   ("oracle_vs_tabu_blocked", "oracle vs B-tabu")):
+    y = [100 * sweep[d][key]["saving"] for d in dts]
+    lo = [100 * sweep[d][key]["ci"][0] for d in dts]
+    hi = [100 * sweep[d][key]["ci"][1] for d in dts]
+    ax[1].plot([float(d) for d in dts], y, "o-", label=lab)
+    ax[1].fill_between([float(d) for d in dts], lo, hi, alpha=0.2)
+  ax[1].axhline(32, color="k", ls="--", label="claimed 32%")
+  ax[1].set_xlabel("step length dt (min)")
+  ax[1].set_ylabel("% fewer steps (blocked episodes)")
+  ax[1].set_title("Upper bound on any policy's saving")
+  ax[1].legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+
+
+def main(argv):
+  del argv
+  c = _config()
+  res = run(c, _QUICK.value, _WORKDIR.value, _LAYOUT.value)
+  print(results.verdict_table(res["claims"]))
+
+
+if __name__ == "__main__":
+  app.run(main)
