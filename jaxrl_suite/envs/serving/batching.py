@@ -44,6 +44,7 @@ class EnvParams:
   trace: workload.TraceArrays
   levels: jax.Array               # int32 [A]: batch sizes (static) or caps (continuous)
   rate_scale: float = 1.0
+  rate_mults: tuple = (1.0,)     # load multipliers; reset draws one per episode
   window_start: int = -1
   pred_acc: float = 0.8
   slo_ttft: float = 2.0
@@ -106,7 +107,8 @@ class StaticBatching(environment.Environment[StaticState, EnvParams]):
     return params.hw.kv_blocks[0] // per_slot
 
   def reset_env(self, key, params):
-    req = workload.sample_requests(key, params.trace, self.table_size, params.rate_scale,
+    req = workload.sample_requests(key, params.trace, self.table_size,
+                                   workload.draw_rate(key, params.rate_scale, params.rate_mults),
                                    params.window_start, params.pred_acc)
     k = self.table_size
     z = jnp.zeros((k,), req.arrival.dtype)
@@ -211,7 +213,8 @@ class ContinuousBatching(environment.Environment[ContState, EnvParams]):
     return default_params("continuous")
 
   def reset_env(self, key, params):
-    req = workload.sample_requests(key, params.trace, self.table_size, params.rate_scale,
+    req = workload.sample_requests(key, params.trace, self.table_size,
+                                   workload.draw_rate(key, params.rate_scale, params.rate_mults),
                                    params.window_start, params.pred_acc)
     eng = engine.init_engine(req, 1, params.levels[-1])
     # One GPU: every request is assigned at reset and becomes admissible at its arrival.

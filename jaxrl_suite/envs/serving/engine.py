@@ -113,6 +113,25 @@ def init_engine(req: Requests, n_gpus: int, cap: jax.Array) -> Engine:
                 last_event=jnp.asarray(0.0, fz.dtype), cap_hits=jnp.zeros((), jnp.int32))
 
 
+def _cumsum(x, dtype):
+  """Inclusive cumsum over the last axis of small non-negative integer arrays, as one matmul
+  with an upper-triangular ones matrix: ~3x faster than `jnp.cumsum` (a reduce-window) on CPU
+  for the table sizes used here, and exact while sums stay below 2^24 (float32)."""
+  k = x.shape[-1]
+  tri = jnp.triu(jnp.ones((k, k), dtype))
+  return jnp.round(x.astype(dtype) @ tri).astype(jnp.int32)
+
+
+def _pick(x, g):
+  """x[g] for a per-GPU array via a one-hot mask (batched gathers are slow on CPU under vmap)."""
+  return jnp.sum(jnp.where(jnp.arange(x.shape[0]) == g, x, jnp.zeros_like(x))).astype(x.dtype)
+
+
+def _put(x, g, v):
+  """x.at[g].set(v) via a one-hot mask (batched scatters are slow on CPU under vmap)."""
+  return jnp.where(jnp.arange(x.shape[0]) == g, v, x)
+
+
 def _blocks(tokens):
   return (tokens + cost_model.BLOCK_TOKENS - 1) // cost_model.BLOCK_TOKENS
 
@@ -149,11 +168,12 @@ def complete(eng: Engine, req: Requests, g, te):
 def schedule(eng: Engine, req: Requests, hw: Hardware, g, t) -> Engine:
   """Plans GPU g's next iteration at time t (preempt, admit, allocate tokens, set its end)."""
   mine = eng.gpu == g
-  cap_blocks = hw.kv_blocks[g]
+  cap_blocks = _pick(hw.kv_blocks, g)
   # 1. KV check of the running set; keep the largest FCFS prefix that fits (= preempt newest).
+  ft = eng.iter_end.dtype
   run = mine & (eng.status == RUNNING)
   need_blk = jnp.where(run, _blocks(kv_need(eng, req)), 0)
-  keep = run & (jnp.cumsum(need_blk) <= cap_blocks)
+  keep = run & (_cumsum(need_blk, ft) <= cap_blocks)
   pre = run & ~keep
   status = jnp.where(pre, WAITING, eng.status)
   pt = jnp.where(pre, req.prompt + eng.gen, eng.pt)
@@ -162,18 +182,20 @@ def schedule(eng: Engine, req: Requests, hw: Hardware, g, t) -> Engine:
   free = cap_blocks - used
   n_keep = jnp.sum(keep)
   dec = keep & (pf >= pt)
-  budget = hw.max_batched_tokens[g] - jnp.sum(dec)
-  # 2. FCFS admission of arrived waiting requests.
+  budget = _pick(hw.max_batched_tokens, g) - jnp.sum(dec)
+  # 2. FCFS admission of arrived waiting requests (one stacked cumsum for the three counters).
   wait = mine & (status == WAITING) & (req.arrival <= t)
   pref_cand = (keep & ~dec) | wait
   rem = jnp.where(pref_cand, pt - pf, 0)
-  pre_cum = jnp.cumsum(rem) - rem
-  w_rank = jnp.cumsum(wait.astype(jnp.int32))
-  w_blk = jnp.where(wait, _blocks(pt), 0)
-  ok = (wait & (n_keep + w_rank <= eng.cap[g]) & (free - jnp.cumsum(w_blk) >= hw.watermark[g])
+  cums = _cumsum(jnp.stack([rem, wait.astype(jnp.int32), jnp.where(wait, _blocks(pt), 0)]), ft)
+  pre_cum = cums[0] - rem
+  w_rank, w_blk_cum = cums[1], cums[2]
+  ok = (wait & (n_keep + w_rank <= _pick(eng.cap, g))
+        & (free - w_blk_cum >= _pick(hw.watermark, g))
         & (budget - pre_cum > 0))
   failed = wait & ~ok
-  admit = ok & (jnp.cumsum(failed.astype(jnp.int32)) == 0)
+  first_fail = jnp.where(jnp.any(failed), jnp.argmax(failed), failed.shape[0])
+  admit = ok & (jnp.arange(failed.shape[0]) < first_fail)
   status = jnp.where(admit, RUNNING, status)
   # 3. Token allocation: decodes 1 each, prefill chunks FCFS from the remaining budget.
   pref = (keep & ~dec) | admit
@@ -183,21 +205,20 @@ def schedule(eng: Engine, req: Requests, hw: Hardware, g, t) -> Engine:
   n_tok = jnp.sum(mine_chunk)
   sum_ctx = jnp.sum(jnp.where(dec, req.prompt + eng.gen, 0))
   sum_sq = jnp.sum(jnp.where(pref, chunk * (pf + chunk), 0))
-  ft = eng.iter_end.dtype
-  dur = cost_model.iteration_time(jnp, hw.t_ovh[g], hw.t_w[g], hw.alpha[g], hw.beta[g],
-                                  hw.gamma[g], n_tok.astype(ft), sum_ctx.astype(ft),
-                                  sum_sq.astype(ft))
+  dur = cost_model.iteration_time(jnp, _pick(hw.t_ovh, g), _pick(hw.t_w, g),
+                                  _pick(hw.alpha, g), _pick(hw.beta, g), _pick(hw.gamma, g),
+                                  n_tok.astype(ft), sum_ctx.astype(ft), sum_sq.astype(ft))
   busy = n_tok > 0
   kv = used + jnp.sum(jnp.where(admit, _blocks(pt), 0))
   i32 = lambda x: x.astype(jnp.int32)
   kv = i32(kv)
   return eng.replace(status=i32(status), pt=i32(pt), pf=i32(pf), chunk=i32(chunk),
                      npre=i32(eng.npre + pre),
-                     busy=eng.busy.at[g].set(busy),
-                     iter_end=eng.iter_end.at[g].set(jnp.where(busy, t + dur, INF)),
-                     kv_used=eng.kv_used.at[g].set(kv),
-                     kv_peak=eng.kv_peak.at[g].set(jnp.maximum(eng.kv_peak[g], kv)),
-                     n_iter=eng.n_iter.at[g].add(busy.astype(jnp.int32)))
+                     busy=_put(eng.busy, g, busy),
+                     iter_end=_put(eng.iter_end, g, jnp.where(busy, t + dur, INF)),
+                     kv_used=_put(eng.kv_used, g, kv),
+                     kv_peak=_put(eng.kv_peak, g, jnp.maximum(_pick(eng.kv_peak, g), kv)),
+                     n_iter=_put(eng.n_iter, g, _pick(eng.n_iter, g) + busy.astype(jnp.int32)))
 
 
 def run_until(eng: Engine, req: Requests, hw: Hardware, horizon, max_events: int,
@@ -208,8 +229,7 @@ def run_until(eng: Engine, req: Requests, hw: Hardware, horizon, max_events: int
   """
   def next_ev(e):
     ev = event_times(e, req)
-    g = jnp.argmin(ev)
-    return g, ev[g]
+    return jnp.argmin(ev), jnp.min(ev)
 
   def cond(c):
     e, i, _, _ = c

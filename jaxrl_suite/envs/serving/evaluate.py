@@ -61,21 +61,25 @@ def metrics(arr: dict[str, np.ndarray], slo_ttft: float, slo_tpot: float,
             type_id: np.ndarray | None = None) -> dict[str, float]:
   """Serving metrics of ONE episode (arrays [K]).
 
-  throughput = finished / (last finish - first arrival) [req/s]; goodput = finished within the
-  SLO / same span; token throughput counts output tokens. Unfinished requests count as SLO misses
-  and are excluded from latency percentiles (their number is reported).
+  throughput = finished requests / makespan (first arrival -> last finish) [req/s], i.e. the
+  completion rate of the episode's work (it falls when queues build or a long request ends up on
+  a slow GPU); token_throughput = their output tokens / makespan; goodput = requests that meet the
+  SLO / arrival window W = [first, last arrival] (= arrival rate x SLO attainment). Unfinished
+  requests count as SLO misses and are excluded from latency percentiles (their number is
+  reported).
   segregation = P(fast GPU | long) - P(fast GPU | short), fast = H100/A100 types (0 = no
   segregation, 1 = perfect), "long" = true output > LONG_OUTPUT tokens.
   """
   done = arr["status"] == engine.DONE
-  span = (arr["finish"][done].max() - arr["arrival"].min()) if done.any() else np.nan
+  span = max(arr["arrival"].max() - arr["arrival"].min(), 1e-9)
+  makespan = (arr["finish"][done].max() - arr["arrival"].min()) if done.any() else np.nan
   ttft = arr["ttft"] - arr["arrival"]
   e2e = arr["finish"] - arr["arrival"]
   tpot = (arr["finish"] - arr["ttft"]) / np.maximum(arr["output"] - 1, 1)
   good = done & (ttft <= slo_ttft) & (tpot <= slo_tpot)
   pct = lambda x, q: float(np.percentile(x[done], q)) if done.any() else float("nan")
-  out = {"throughput": done.sum() / span, "goodput": good.sum() / span,
-         "token_throughput": arr["output"][done].sum() / span,
+  out = {"throughput": done.sum() / makespan, "goodput": good.sum() / span,
+         "token_throughput": arr["output"][done].sum() / makespan,
          "slo_attainment": good.mean(), "unfinished": float((~done).sum()),
          "ttft_p50": pct(ttft, 50), "ttft_p99": pct(ttft, 99),
          "e2e_p50": pct(e2e, 50), "e2e_p99": pct(e2e, 99),

@@ -148,3 +148,43 @@ def routing_grids():
       "idle_first": [{"w": w} for w in (1.0, 4.0)],
       "least_work": [{"c": c} for c in (0.25, 0.5, 1.0)],
   }
+
+
+# ------------------------------------------------------------------------------ one-compile switches
+
+ROUTER_KNOBS = {"w": 1.0, "threshold": 1024.0, "c": 0.5}
+STATIC_FAMILIES = ("static_b", "timeout", "idle_only")
+STATIC_KNOBS = {"b_idx": 1, "b": 1, "timeout": 1.0}
+
+
+def router_switch(n_gpus: int):
+  """One policy for all routers: params {"which": index into ROUTERS, **ROUTER_KNOBS}, so the
+  whole baseline suite compiles once."""
+  fns = [make_router(r, n_gpus) for r in ROUTERS]
+
+  def policy(params, obs, key):
+    branches = [lambda o, k, f=f: f(params, o, k).astype(jnp.int32) for f in fns]
+    return jax.lax.switch(params["which"], branches, obs, key)
+
+  return policy
+
+
+def router_params(name: str, knobs: dict) -> dict:
+  d = dict(ROUTER_KNOBS)
+  d.update(knobs)
+  d["which"] = ROUTERS.index(name)
+  return {k: jnp.asarray(v, jnp.int32 if k == "which" else jnp.float32) for k, v in d.items()}
+
+
+def static_switch(params, obs, key):
+  """One policy for the static-batching families: params {"which", b_idx, b, timeout}."""
+  fns = [static_b, timeout, idle_only]
+  branches = [lambda o, k, f=f: f(params, o, k).astype(jnp.int32) for f in fns]
+  return jax.lax.switch(params["which"], branches, obs, key)
+
+
+def static_params(name: str, knobs: dict) -> dict:
+  d = dict(STATIC_KNOBS)
+  d.update(knobs)
+  d["which"] = STATIC_FAMILIES.index(name)
+  return {k: jnp.asarray(v, jnp.float32 if k == "timeout" else jnp.int32) for k, v in d.items()}

@@ -50,6 +50,7 @@ class EnvParams:
   hw: engine.Hardware
   trace: workload.TraceArrays
   rate_scale: float = 1.0
+  rate_mults: tuple = (1.0,)     # load multipliers; reset draws one per episode
   window_start: int = -1
   pred_acc: float = 0.8
   slo_ttft: float = 2.0
@@ -99,7 +100,8 @@ class ServingRoute(environment.Environment[EnvState, EnvParams]):
     return self.n_gpus * PER_GPU + self.n_gpus + REQ_FEATS
 
   def reset_env(self, key, params: EnvParams):
-    req = workload.sample_requests(key, params.trace, self.table_size, params.rate_scale,
+    req = workload.sample_requests(key, params.trace, self.table_size,
+                                   workload.draw_rate(key, params.rate_scale, params.rate_mults),
                                    params.window_start, params.pred_acc)
     eng = engine.init_engine(req, self.n_gpus, params.cap)
     state = EnvState(eng=eng, req=req, t=req.arrival[0], nxt=jnp.zeros((), jnp.int32),

@@ -38,8 +38,25 @@ def trace_arrays(tr: traces.Trace, max_model_len: int = 4096, max_output: int = 
                      jnp.asarray(tr.prompt, jnp.int32), jnp.asarray(tr.output, jnp.int32))
 
 
+def pad_trace(ta: TraceArrays, length: int) -> TraceArrays:
+  """Pads a trace to `length` rows (repeating the last row) so that several traces share one
+  compiled evaluation; windows must still start within the real rows."""
+  n = ta.arrival.shape[0]
+  if length < n:
+    raise ValueError(f"cannot pad a trace of {n} rows to {length}")
+  idx = jnp.minimum(jnp.arange(length), n - 1)
+  return TraceArrays(ta.arrival[idx], ta.prompt[idx], ta.output[idx])
+
+
 def bucket_of(output) -> jax.Array:
   return jnp.sum(output[..., None] > jnp.asarray(BUCKETS), axis=-1).astype(jnp.int32)
+
+
+def draw_rate(key, rate_scale, rate_mults) -> jax.Array:
+  """rate_scale times one of `rate_mults` drawn uniformly (training across loads)."""
+  mults = jnp.asarray(rate_mults)
+  i = jax.random.randint(jax.random.fold_in(key, 7), (), 0, mults.shape[0])
+  return rate_scale * mults[i]
 
 
 def sample_requests(key, tr: TraceArrays, k: int, rate_scale, window_start, pred_acc

@@ -1,0 +1,386 @@
+r"""Run every reproduction and write `results/SUMMARY.md` (one row per claim, with its verdict).
+
+  python -m experiments.reproduce --quick              # CI smoke run (`make reproduce`)
+  python -m experiments.reproduce                      # full mode (`make reproduce-full`)
+  python -m experiments.reproduce --only=fore,ballast  # a subset
+  python -m experiments.reproduce --quick --stream     # show each stage's own progress bar
+  python -m experiments.reproduce --summary_only --readme   # rebuild SUMMARY.md + README table
+
+Each stage runs as its own process, `python -m experiments.<name> [--quick]`, so a crash in one
+does not stop the others; its output goes to `workdirs/reproduce/<name>.log` (and to the terminal
+with `--stream`) and the tail of that log is printed if it fails. A stage whose script does not
+exist yet is skipped with a note. The exit status is non-zero if any stage failed (crashed, timed
+out, or exited cleanly without writing a valid `results/<name>.json` of the requested mode).
+
+The summary is generated from the `results/*.json` records (never typed): reproduction, claim,
+paper's figure, ours with 95% CI, verdict, links to `<name>.md`/`<name>.png`, and the mode
+(quick/full) and commit of each record, so a stale or quick-mode number is visible as such.
+`--readme` rewrites the block between `<!-- RESULTS:BEGIN -->` and `<!-- RESULTS:END -->` in
+README.md with the same table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any, Mapping, Sequence
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO_ROOT not in sys.path:
+  sys.path.insert(0, REPO_ROOT)
+
+RESULTS_DIR = os.path.join(REPO_ROOT, "results")
+LOG_DIR = os.path.join(REPO_ROOT, "workdirs", "reproduce")
+README_BEGIN = "<!-- RESULTS:BEGIN -->"
+README_END = "<!-- RESULTS:END -->"
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+  """One reproduction: `python -m <module> [--quick]` writes `results/<name>.json`."""
+  name: str
+  module: str
+  title: str = ""
+
+
+# The reproductions, in the order they run (cheap and foundational first).
+REGISTRY: list[Stage] = [
+    Stage("ppo_gymnax", "experiments.ppo_gymnax", "PPO on gymnax vs purejaxrl"),
+    Stage("fore", "experiments.fore", "FORE off-policy evaluation"),
+    Stage("serving_batching", "experiments.serving_batching", "LLM serving: batching, 1 GPU"),
+    Stage("serving_routing", "experiments.serving_routing", "LLM serving: routing, N GPUs"),
+    Stage("ballast", "experiments.ballast", "Ballast-water routing vs Dijkstra"),
+    Stage("direct_opd", "experiments.direct_opd", "Direct-OPD delta transfer"),
+]
+
+
+@dataclasses.dataclass
+class StageResult:
+  name: str
+  status: str           # "ok", "failed", "skipped"
+  wall_s: float = 0.0
+  note: str = ""
+  log: str = ""
+
+
+# ------------------------------------------------------------------------------------------------
+# Running
+# ------------------------------------------------------------------------------------------------
+def select(only: str | None, registry: Sequence[Stage] | None = None) -> list[Stage]:
+  """The stages named in `only` (comma list, registry order kept); all of them if empty."""
+  registry = REGISTRY if registry is None else registry
+  if not only:
+    return list(registry)
+  wanted = [n.strip() for n in only.split(",") if n.strip()]
+  names = {s.name for s in registry}
+  unknown = [n for n in wanted if n not in names]
+  if unknown:
+    raise ValueError(f"unknown reproduction(s) {unknown}; known: {sorted(names)}")
+  return [s for s in registry if s.name in wanted]
+
+
+def module_exists(module: str) -> bool:
+  try:
+    return importlib.util.find_spec(module) is not None
+  except ModuleNotFoundError:
+    return False
+
+
+def _tail(path: str, n: int = 25) -> str:
+  try:
+    with open(path, errors="replace") as f:
+      return "".join(f.readlines()[-n:])
+  except OSError:
+    return ""
+
+
+def run_stage(stage: Stage, quick: bool, results_dir: str = RESULTS_DIR,
+              log_dir: str = LOG_DIR, extra_args: Sequence[str] = (),
+              timeout_s: float | None = None, stream: bool = False) -> StageResult:
+  """Runs one reproduction in a subprocess; checks that it (re)wrote its results record.
+
+  Its output goes to `<log_dir>/<name>.log` and, with `stream`, also to stderr (so the stage's
+  own progress bar shows live).
+  """
+  if not module_exists(stage.module):
+    return StageResult(stage.name, "skipped", note=f"{stage.module} does not exist yet")
+  os.makedirs(log_dir, exist_ok=True)
+  log_path = os.path.join(log_dir, f"{stage.name}.log")
+  cmd = [sys.executable, "-m", stage.module] + (["--quick"] if quick else []) + list(extra_args)
+  env = dict(os.environ)
+  env["PYTHONPATH"] = REPO_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+  env.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(REPO_ROOT, ".jax_cache"))
+  record = os.path.join(results_dir, f"{stage.name}.json")
+  t0 = time.time()
+  with open(log_path, "wb") as log:
+    log.write(("$ " + " ".join(cmd) + "\n").encode())
+    log.flush()
+    rc = _run_tee(cmd, env, log, sys.stderr if stream else None, timeout_s)
+  wall = time.time() - t0
+  if rc != 0:
+    return StageResult(stage.name, "failed", wall, f"exit status {rc}", log_path)
+  if not os.path.exists(record) or os.path.getmtime(record) < t0 - 1:
+    return StageResult(stage.name, "failed", wall, f"exited 0 but did not write {record}",
+                       log_path)
+  try:
+    with open(record) as f:
+      rec = json.load(f)
+    from jaxrl_suite.core.results import validate_record
+    validate_record(rec)
+  except (ValueError, OSError) as e:
+    return StageResult(stage.name, "failed", wall, f"invalid results record: {e}", log_path)
+  want = "quick" if quick else "full"
+  if rec.get("mode") != want:
+    return StageResult(stage.name, "failed", wall,
+                       f"record says mode={rec.get('mode')!r}, expected {want!r}", log_path)
+  return StageResult(stage.name, "ok", wall, f"{len(rec['claims'])} claim(s)", log_path)
+
+
+def _run_tee(cmd: Sequence[str], env: Mapping[str, str], log, echo,
+             timeout_s: float | None) -> int | str:
+  """Runs `cmd`, copying its output to the binary file `log` (and the text stream `echo`).
+
+  Returns the exit status, or a string saying why it was stopped.
+  """
+  import select
+  proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          env=dict(env))
+  t0 = time.time()
+  fd = proc.stdout.fileno()
+  try:
+    while True:
+      if timeout_s is not None and time.time() - t0 > timeout_s:
+        proc.kill()
+        proc.wait()
+        return f"timeout after {timeout_s:.0f} s"
+      ready, _, _ = select.select([fd], [], [], 1.0)
+      if not ready:
+        continue
+      chunk = os.read(fd, 65536)
+      if not chunk:
+        break
+      log.write(chunk)
+      log.flush()
+      if echo is not None:
+        echo.write(chunk.decode(errors="replace"))
+        echo.flush()
+    return proc.wait()
+  except KeyboardInterrupt:
+    proc.terminate()
+    proc.wait()
+    raise
+  finally:
+    proc.stdout.close()
+
+
+def run_all(stages: Sequence[Stage], quick: bool, results_dir: str = RESULTS_DIR,
+            log_dir: str = LOG_DIR, progress: bool = True,
+            timeout_s: float | None = None, stream: bool = False) -> list[StageResult]:
+  """Runs the stages in order; a failure is reported and the next stage still runs. Ctrl-C
+  stops the current stage and skips the rest (the summary is still written)."""
+  from tqdm.auto import tqdm
+  out = []
+  bar = tqdm(stages, unit="stage", desc="reproduce", disable=not progress or stream)
+  for i, stage in enumerate(bar):
+    bar.set_postfix_str(stage.name)
+    if stream:
+      print(f"=== [{i + 1}/{len(stages)}] {stage.name}: {stage.title}", file=sys.stderr)
+    try:
+      res = run_stage(stage, quick, results_dir, log_dir, timeout_s=timeout_s, stream=stream)
+    except KeyboardInterrupt:
+      out.append(StageResult(stage.name, "failed", note="interrupted",
+                             log=os.path.join(log_dir, f"{stage.name}.log")))
+      out += [StageResult(s.name, "skipped", note="not run (interrupted)")
+              for s in stages[i + 1:]]
+      bar.write(f"[interrupted] {stage.name}; the remaining stages were not run")
+      break
+    out.append(res)
+    msg = f"[{res.status}] {stage.name} ({res.wall_s:.0f} s) {res.note}"
+    bar.write(msg)
+    if res.status == "failed" and res.log:
+      bar.write(f"  --- last lines of {res.log} ---\n" + _tail(res.log))
+  bar.close()
+  return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Summary
+# ------------------------------------------------------------------------------------------------
+def load_records(results_dir: str = RESULTS_DIR,
+                 order: Sequence[str] | None = None) -> list[dict]:
+  """Every `results/*.json` record with claims, in registry order then alphabetical."""
+  order = [s.name for s in REGISTRY] if order is None else list(order)
+  records = []
+  for path in sorted(glob.glob(os.path.join(results_dir, "*.json"))):
+    try:
+      with open(path) as f:
+        rec = json.load(f)
+    except (OSError, json.JSONDecodeError):
+      continue
+    if isinstance(rec, dict) and "claims" in rec and "name" in rec:
+      rec["_file"] = os.path.splitext(os.path.basename(path))[0]
+      records.append(rec)
+  rank = {n: i for i, n in enumerate(order)}
+  return sorted(records, key=lambda r: (rank.get(r["name"], len(rank)), r["name"]))
+
+
+def _cell(x: Any) -> str:
+  """Markdown table cell: pipes escaped, newlines flattened."""
+  return str(x).replace("|", "\\|").replace("\n", " ").strip()
+
+
+def _ours(c: Mapping[str, Any]) -> str:
+  ci = c.get("ci95")
+  ci_s = f" [{ci[0]:.4g}, {ci[1]:.4g}]" if ci else ""
+  return f"{c.get('ours', '')}{ci_s}"
+
+
+def summary_table(records: Sequence[Mapping[str, Any]], results_dir: str = RESULTS_DIR,
+                  link_prefix: str = "") -> str:
+  """The verdict table: one row per claim of every record.
+
+  Links are `<link_prefix><name>.md` and `.png` (prefix "" inside results/, "results/" from the
+  repository root); the plot link appears only if the PNG exists.
+  """
+  rows = ["| reproduction | claim | paper | ours (95% CI) | verdict | details | mode | commit |",
+          "|---|---|---|---|---|---|---|---|"]
+  for rec in records:
+    f = rec.get("_file", rec["name"])
+    links = [f"[report]({link_prefix}{f}.md)"]
+    if os.path.exists(os.path.join(results_dir, f"{f}.png")):
+      links.append(f"[plot]({link_prefix}{f}.png)")
+    prov = rec.get("provenance", {})
+    commit = str(prov.get("commit", "unknown"))[:8] + ("+dirty" if prov.get("dirty") else "")
+    for c in rec["claims"]:
+      rows.append("| " + " | ".join([
+          _cell(rec["name"]), _cell(c.get("claim", "")), _cell(c.get("paper", "")),
+          _cell(_ours(c)), f"**{_cell(c.get('verdict', ''))}**", " ".join(links),
+          _cell(rec.get("mode", "?")), f"`{commit}`"]) + " |")
+  return "\n".join(rows)
+
+
+def verdict_counts(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+  counts: dict[str, int] = {}
+  for rec in records:
+    for c in rec["claims"]:
+      counts[c.get("verdict", "?")] = counts.get(c.get("verdict", "?"), 0) + 1
+  return counts
+
+
+def write_summary(results_dir: str = RESULTS_DIR, run: Sequence[StageResult] = (),
+                  registry: Sequence[Stage] | None = None) -> str:
+  """Writes `<results_dir>/SUMMARY.md` from the records there; returns its path."""
+  registry = REGISTRY if registry is None else registry
+  records = load_records(results_dir, [s.name for s in registry])
+  modes = sorted({r.get("mode", "?") for r in records})
+  counts = verdict_counts(records)
+  lines = ["# Reproduction summary", "",
+           "Generated by `python -m experiments.reproduce` from `results/*.json`; do not edit. "
+           f"Modes present: {', '.join(modes) or 'none'} (quick mode is a CI smoke run; only "
+           "full-mode rows are the reproductions' numbers).", "",
+           "Verdicts: " + (", ".join(f"{v} {n}" for v, n in sorted(counts.items())) or "none"),
+           "", summary_table(records, results_dir, link_prefix=""), ""]
+  have = {r["name"] for r in records}
+  missing = [s.name for s in registry if s.name not in have]
+  if missing:
+    lines += [f"No results yet for: {', '.join(missing)}.", ""]
+  if run:
+    lines += ["## Last run", "", "| reproduction | status | wall time | note |",
+              "|---|---|---|---|"]
+    lines += [f"| {r.name} | {r.status} | {r.wall_s:.0f} s | {_cell(r.note)} |" for r in run]
+    lines.append("")
+  os.makedirs(results_dir, exist_ok=True)
+  path = os.path.join(results_dir, "SUMMARY.md")
+  with open(path, "w") as f:
+    f.write("\n".join(lines))
+  return path
+
+
+def update_readme(readme_path: str, results_dir: str = RESULTS_DIR,
+                  modes: Sequence[str] = ("full",)) -> bool:
+  """Replaces the text between the RESULTS markers of README.md with the summary table of the
+  records whose mode is in `modes` (by default only full-mode numbers reach the README).
+
+  Returns True if the file changed. Raises ValueError if the markers are missing.
+  """
+  with open(readme_path) as f:
+    text = f.read()
+  i, j = text.find(README_BEGIN), text.find(README_END)
+  if i < 0 or j < i:
+    raise ValueError(f"{readme_path} lacks the markers {README_BEGIN} ... {README_END}")
+  records = [r for r in load_records(results_dir) if r.get("mode") in modes]
+  have = {r["name"] for r in records}
+  missing = [s.name for s in REGISTRY if s.name not in have]
+  counts = verdict_counts(records)
+  block = (f"{README_BEGIN}\n<!-- generated by `python -m experiments.reproduce --summary_only "
+           f"--readme` from results/*.json; do not edit by hand -->\n\n"
+           f"Mode: {'/'.join(modes)}. Verdicts: "
+           + (", ".join(f"{v} {n}" for v, n in sorted(counts.items())) or "none") + ".\n\n"
+           + summary_table(records, results_dir, link_prefix="results/") + "\n\n"
+           + (f"No {'/'.join(modes)}-mode results yet for: {', '.join(missing)}.\n\n"
+              if missing else ""))
+  new = text[:i] + block + text[j:]
+  if new != text:
+    with open(readme_path, "w") as f:
+      f.write(new)
+  return new != text
+
+
+# ------------------------------------------------------------------------------------------------
+# CLI
+# ------------------------------------------------------------------------------------------------
+def main(argv: Sequence[str] | None = None) -> int:
+  import argparse
+  p = argparse.ArgumentParser(description="Run the reproductions and write results/SUMMARY.md.")
+  p.add_argument("--quick", action="store_true", help="quick (CI) mode of every reproduction")
+  p.add_argument("--only", default="", help="comma list of reproductions, e.g. fore,ballast")
+  p.add_argument("--summary_only", action="store_true",
+                 help="run nothing; rebuild SUMMARY.md from the existing results")
+  p.add_argument("--readme", action="store_true",
+                 help="also rewrite the RESULTS block of README.md with the table")
+  p.add_argument("--readme_modes", default="full",
+                 help="record modes shown in the README table (comma list; default full)")
+  p.add_argument("--results_dir", default=RESULTS_DIR)
+  p.add_argument("--log_dir", default=LOG_DIR)
+  p.add_argument("--timeout_s", type=float, default=None, help="per-stage time limit")
+  p.add_argument("--list", action="store_true", help="list the reproductions and exit")
+  p.add_argument("--stream", action="store_true",
+                 help="show each stage's own output (and progress bar) live, not only in its log")
+  p.add_argument("--no_progress", action="store_true")
+  args = p.parse_args(argv)
+  if args.list:
+    for s in REGISTRY:
+      print(f"{s.name:18s} {s.module:32s} {'' if module_exists(s.module) else '(missing) '}"
+            f"{s.title}")
+    return 0
+  stages = select(args.only)
+  results: list[StageResult] = []
+  if not args.summary_only:
+    results = run_all(stages, args.quick, args.results_dir, args.log_dir,
+                      progress=not args.no_progress, timeout_s=args.timeout_s,
+                      stream=args.stream)
+  path = write_summary(args.results_dir, results)
+  print(f"wrote {path}")
+  if args.readme:
+    changed = update_readme(os.path.join(REPO_ROOT, "README.md"), args.results_dir,
+                            tuple(m.strip() for m in args.readme_modes.split(",")))
+    print("README.md results table " + ("updated" if changed else "unchanged"))
+  failed = [r for r in results if r.status == "failed"]
+  skipped = [r for r in results if r.status == "skipped"]
+  if skipped:
+    print(f"skipped (not written yet): {', '.join(r.name for r in skipped)}")
+  if failed:
+    print(f"FAILED: {', '.join(f'{r.name} ({r.note}; log {r.log})' for r in failed)}",
+          file=sys.stderr)
+    return 1
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,118 @@
+"""Hypothesis property tests: no request lost or duplicated, KV within capacity, time monotone."""
+
+import functools
+
+import hypothesis
+import hypothesis.strategies as hst
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_suite.envs.serving import batching, engine, routing, traces, workload
+
+K = 32
+N_STEPS = 80
+
+
+@functools.lru_cache(maxsize=None)
+def _route_runner():
+  tr = traces.synthetic("poisson", 400, 20.0, seed=0)
+  env, p = routing.make_routing(table_size=K, trace=tr, train_frac=None,
+                                cluster=("A100-7B", "L4-7B", "L4-7B"), max_events=32)
+
+  def run(key, actions, rate, cap):
+    pp = p.replace(rate_scale=rate, cap=cap, window_start=-1)
+    _, s = env.reset_env(key, pp)
+
+    def step(s, a):
+      _, s2, r, done, _ = env.step_env(key, s, a, pp)
+      e = s2.eng
+      rec = {"status": e.status, "t": s2.t, "last_event": e.last_event, "kv_used": e.kv_used,
+             "kv_peak": e.kv_peak, "gen": e.gen, "ttft": e.ttft, "finish": e.finish,
+             "gpu": e.gpu, "r": r, "done": done}
+      return s2, rec
+
+    s, recs = jax.lax.scan(step, s, actions)
+    return s, recs
+
+  return jax.jit(run), p
+
+
+@hypothesis.settings(max_examples=8, deadline=None)
+@hypothesis.given(seed=hst.integers(0, 2**30), rate=hst.floats(0.3, 6.0),
+                  cap=hst.sampled_from([1, 4, 64]))
+def test_routing_invariants(seed, rate, cap):
+  run, p = _route_runner()
+  key = jax.random.PRNGKey(seed)
+  actions = jax.random.randint(jax.random.fold_in(key, 1), (N_STEPS,), 0, 3)
+  _, rec = run(key, actions, jnp.float32(rate), jnp.int32(cap))
+  rec = jax.tree.map(np.asarray, rec)
+  status, kv_blocks = rec["status"], np.asarray(p.hw.kv_blocks)
+  # Every request is in exactly one state; the routed ones never go back to "unrouted".
+  assert np.all((status >= 0) & (status <= 3))
+  routed = np.minimum(np.arange(1, N_STEPS + 1), K)
+  np.testing.assert_array_equal((status != engine.UNROUTED).sum(1), routed)
+  # Finished requests stay finished, with their whole output and ordered times.
+  fin = status == engine.DONE
+  assert np.all(fin[1:] >= fin[:-1])
+  last = rec["status"][-1] == engine.DONE
+  req_done_gen = rec["gen"][-1][last]
+  assert np.all(rec["ttft"][-1][last] <= rec["finish"][-1][last] + 1e-6)
+  assert np.all(req_done_gen >= 1)
+  # Rewards count distinct requests: total reward <= number finished.
+  assert rec["r"].sum() <= fin[-1].sum() + 1e-6
+  # KV never exceeds capacity; time never goes backwards.
+  assert np.all(rec["kv_used"] <= kv_blocks[None]) and np.all(rec["kv_peak"] <= kv_blocks[None])
+  assert np.all(np.diff(rec["t"]) >= 0) and np.all(np.diff(rec["last_event"]) >= 0)
+  assert np.all(rec["last_event"] <= rec["t"] + 1e-6)
+  # Routed requests sit on the GPU they were sent to (no duplication across GPUs).
+  g = rec["gpu"][-1]
+  np.testing.assert_array_equal(g[:routed[-1]], np.asarray(actions)[:routed[-1]])
+
+
+@functools.lru_cache(maxsize=None)
+def _static_runner():
+  tr = traces.synthetic("gamma", 300, 2.0, seed=1, cv=3.0)
+  env, p = batching.make_batching("static", table_size=K, trace=tr, train_frac=None)
+
+  def run(key, actions, rate):
+    pp = p.replace(rate_scale=rate)
+    _, s = env.reset_env(key, pp)
+
+    def step(s, a):
+      _, s2, r, done, _ = env.step_env(key, s, a, pp)
+      return s2, {"status": s2.status, "t": s2.t, "finish": s2.finish, "ttft": s2.ttft, "r": r}
+
+    return jax.lax.scan(step, s, actions)
+
+  return jax.jit(run), p, env
+
+
+@hypothesis.settings(max_examples=8, deadline=None)
+@hypothesis.given(seed=hst.integers(0, 2**30), rate=hst.floats(0.05, 3.0))
+def test_static_invariants(seed, rate):
+  run, p, env = _static_runner()
+  key = jax.random.PRNGKey(seed)
+  actions = jax.random.randint(jax.random.fold_in(key, 2), (60,), 0, env.num_actions)
+  s, rec = run(key, actions, jnp.float32(rate))
+  rec = jax.tree.map(np.asarray, rec)
+  assert np.all(np.diff(rec["t"]) >= 0)
+  fin = rec["status"] == engine.DONE
+  assert np.all(fin[1:] >= fin[:-1])
+  arr = np.asarray(s.req.arrival)
+  last = fin[-1]
+  # finished requests: arrival <= first token <= finish; never dispatched before arriving.
+  assert np.all(arr[last] <= rec["ttft"][-1][last] + 1e-6)
+  assert np.all(rec["ttft"][-1][last] <= rec["finish"][-1][last])
+  # A batch never exceeds the KV slots (max-length reservation): per finish time, count members.
+  _, counts = np.unique(rec["finish"][-1][last], return_counts=True)
+  assert counts.max(initial=0) <= int(env.max_slots(p))
+  assert rec["r"].sum() <= last.sum()
+
+
+def test_predictor_accuracy_controls_noise():
+  tr = workload.trace_arrays(traces.load_shipped("azure_conv"))
+  for acc, lo, hi in ((1.0, 1.0, 1.0), (0.0, 0.15, 0.35), (0.8, 0.8, 0.9)):
+    req = workload.sample_requests(jax.random.PRNGKey(0), tr, 2048, 1.0, 0, acc)
+    agree = float(jnp.mean(req.pred == workload.bucket_of(req.output)))
+    assert lo <= agree <= hi, (acc, agree)

@@ -1,0 +1,203 @@
+"""Results hygiene (every results/*.json is a current-schema record) and the SUMMARY generator,
+including reproduce.py's failure reporting with fake tiny experiments."""
+
+import glob
+import json
+import os
+import re
+import textwrap
+import time
+
+import pytest
+
+from experiments import reproduce
+from jaxrl_suite.core import results as results_lib
+
+_RESULTS = sorted(glob.glob(os.path.join(reproduce.RESULTS_DIR, "*.json")))
+
+
+# ------------------------------------------------------------------------------------------------
+# The records in results/ were written by the current code's schema
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("path", _RESULTS, ids=[os.path.basename(p) for p in _RESULTS])
+def test_results_record_is_current_schema(path):
+  with open(path) as f:
+    rec = json.load(f)
+  results_lib.validate_record(rec)   # schema_version == SCHEMA_VERSION, fields, verdicts
+  name = os.path.splitext(os.path.basename(path))[0]
+  assert rec["name"] == name, f"{path} holds record {rec['name']!r}"
+  assert rec["mode"] in ("quick", "full")
+  assert rec["claims"], f"{path} has no claims"
+  for c in rec["claims"]:
+    assert c["verdict"] in results_lib.VERDICTS
+    ci = c.get("ci95")
+    assert ci is None or (len(ci) == 2 and ci[0] <= ci[1]), f"bad ci95 {ci} in {path}"
+  prov = rec["provenance"]
+  assert re.fullmatch(r"[0-9a-f]{40}|unknown", prov["commit"]), prov["commit"]
+  assert prov["wall_time_s"] >= 0 and prov["versions"].get("jax")
+  assert isinstance(rec["seeds"], list) and isinstance(rec["config"], dict)
+  assert os.path.exists(os.path.join(reproduce.RESULTS_DIR, f"{name}.md")), "no .md report"
+
+
+def test_every_results_report_has_its_record():
+  """A results/<name>.md without <name>.json is a leftover that no code regenerates."""
+  for md in glob.glob(os.path.join(reproduce.RESULTS_DIR, "*.md")):
+    if os.path.basename(md) != "SUMMARY.md":
+      assert os.path.exists(md[:-3] + ".json"), f"{md} has no .json record beside it"
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(reproduce.RESULTS_DIR, "SUMMARY.md")),
+                    reason="no results/SUMMARY.md yet")
+def test_summary_md_is_generated_from_the_records():
+  """results/SUMMARY.md holds exactly the table the generator makes from results/*.json."""
+  table = reproduce.summary_table(reproduce.load_records(), reproduce.RESULTS_DIR)
+  with open(os.path.join(reproduce.RESULTS_DIR, "SUMMARY.md")) as f:
+    assert table in f.read(), "SUMMARY.md is stale: python -m experiments.reproduce --summary_only"
+
+
+# ------------------------------------------------------------------------------------------------
+# SUMMARY generation from fixture records
+# ------------------------------------------------------------------------------------------------
+def _fixture_records(d):
+  c = results_lib.claim
+  results_lib.write_results(
+      "fore", mode="full", config={"n": 1}, seeds=[0, 1], wall_time_s=1.0, results_dir=d,
+      claims=[c("FORE converges at 1/sqrt(n)", "slope -0.5", "slope -0.49", "reproduced",
+                ci95=(-0.52, -0.47)),
+              c("needs only | realizability", "yes", "no", "contradicted")])
+  results_lib.write_results(
+      "ppo_gymnax", mode="quick", config={}, seeds=[0], wall_time_s=2.0, results_dir=d,
+      claims=[c("CartPole solved", "500", "480", "partly reproduced", ci95=(450.0, 510.0))])
+  open(os.path.join(d, "ppo_gymnax.png"), "wb").close()
+  with open(os.path.join(d, "not_a_record.json"), "w") as f:
+    json.dump([1, 2], f)
+
+
+def test_summary_has_one_row_per_claim(tmp_path):
+  d = str(tmp_path)
+  _fixture_records(d)
+  path = reproduce.write_summary(d)
+  text = open(path).read()
+  rows = [l for l in text.splitlines() if l.startswith("| ") and not l.startswith("| reprod")]
+  assert len(rows) == 3
+  # Registry order: ppo_gymnax before fore.
+  assert rows[0].startswith("| ppo_gymnax | CartPole solved | 500 | 480 [450, 510] | "
+                            "**partly reproduced** | [report](ppo_gymnax.md) [plot](ppo_gymnax.png)"
+                            " | quick |")
+  assert "| fore | FORE converges at 1/sqrt(n) | slope -0.5 | slope -0.49 [-0.52, -0.47] | " \
+         "**reproduced** | [report](fore.md) |" in rows[1]
+  assert "needs only \\| realizability" in rows[2] and "**contradicted**" in rows[2]
+  assert "[plot](fore.png)" not in text   # no PNG, no link
+  commit = results_lib.git_commit()[0][:8]
+  assert f"`{commit}" in rows[0]
+  assert "Verdicts: contradicted 1, partly reproduced 1, reproduced 1" in text
+  assert "No results yet for: serving_batching, serving_routing, ballast, direct_opd." in text
+  assert "Modes present: full, quick" in text
+
+
+def test_readme_block_is_rewritten(tmp_path, monkeypatch):
+  d = str(tmp_path / "results")
+  os.makedirs(d)
+  _fixture_records(d)
+  readme = tmp_path / "README.md"
+  readme.write_text(f"# x\n\nintro\n{reproduce.README_BEGIN}\nold table\n"
+                    f"{reproduce.README_END}\n\nafter\n")
+  assert reproduce.update_readme(str(readme), d)
+  text = readme.read_text()
+  assert "old table" not in text and text.startswith("# x\n\nintro\n") and text.endswith(
+      f"{reproduce.README_END}\n\nafter\n")
+  # Only full-mode records by default: fore's two claims, not ppo_gymnax's quick one.
+  assert "[report](results/fore.md)" in text and "CartPole solved" not in text
+  assert "No full-mode results yet for: ppo_gymnax, serving_batching" in text
+  assert not reproduce.update_readme(str(readme), d)   # idempotent
+  assert reproduce.update_readme(str(readme), d, modes=("quick", "full"))
+  assert "[plot](results/ppo_gymnax.png)" in readme.read_text()
+  readme.write_text("no markers")
+  with pytest.raises(ValueError, match="RESULTS:BEGIN"):
+    reproduce.update_readme(str(readme), d)
+
+
+# ------------------------------------------------------------------------------------------------
+# reproduce.py with fake tiny experiments: failures are reported, the rest still run
+# ------------------------------------------------------------------------------------------------
+_FAKE_OK = '''
+import os, sys
+from jaxrl_suite.core import results
+quick = "--quick" in sys.argv
+results.write_results("ok", mode="quick" if quick else "full", config={"quick": quick},
+                      seeds=[0], wall_time_s=0.1, results_dir=os.environ["FAKE_RESULTS_DIR"],
+                      claims=[results.claim("fake claim", "1.0", "1.1", "reproduced", (1.0, 1.2))])
+'''
+_FAKE_BAD = 'raise RuntimeError("boom: the fake experiment crashed")\n'
+_FAKE_SILENT = 'print("exits 0 without writing results")\n'
+
+
+@pytest.fixture
+def fake_registry(tmp_path, monkeypatch):
+  # A package name of its own per test: find_spec caches packages in sys.modules.
+  name = "fake_repro_" + re.sub(r"\W", "_", tmp_path.name)
+  pkg = tmp_path / name
+  pkg.mkdir()
+  (pkg / "__init__.py").write_text("")
+  (pkg / "ok.py").write_text(textwrap.dedent(_FAKE_OK))
+  (pkg / "bad.py").write_text(_FAKE_BAD)
+  (pkg / "silent.py").write_text(_FAKE_SILENT)
+  monkeypatch.syspath_prepend(str(tmp_path))
+  monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+  results_dir = tmp_path / "results"
+  monkeypatch.setenv("FAKE_RESULTS_DIR", str(results_dir))
+  S = reproduce.Stage
+  monkeypatch.setattr(reproduce, "REGISTRY", [
+      S("ok", f"{name}.ok"), S("bad", f"{name}.bad"),
+      S("absent", f"{name}.absent"), S("silent", f"{name}.silent")])
+  return str(results_dir), str(tmp_path / "logs"), pkg
+
+
+def test_reproduce_reports_failures_and_keeps_going(fake_registry, capsys):
+  results_dir, log_dir, _ = fake_registry
+  rc = reproduce.main(["--quick", "--only=bad,ok,absent,silent", f"--results_dir={results_dir}",
+                       f"--log_dir={log_dir}", "--no_progress"])
+  assert rc == 1
+  out, err = capsys.readouterr()
+  assert "[failed] bad" in out and "boom: the fake experiment crashed" in out   # log tail shown
+  assert "[ok] ok" in out and "[skipped] absent" in out and "does not exist yet" in out
+  assert "[failed] silent" in out and "did not write" in out
+  assert "FAILED: bad" in err and "silent" in err and "absent" not in err
+  assert "boom" in open(os.path.join(log_dir, "bad.log")).read()
+  summary = open(os.path.join(results_dir, "SUMMARY.md")).read()
+  assert "| ok | fake claim | 1.0 | 1.1 [1, 1.2] | **reproduced** |" in summary
+  assert "| quick |" in summary
+  assert "| bad | failed |" in summary and "| absent | skipped |" in summary
+  with open(os.path.join(results_dir, "ok.json")) as f:
+    assert json.load(f)["config"] == {"quick": True}    # --quick was passed through
+
+
+def test_reproduce_only_runs_the_named_stages(fake_registry, capsys):
+  results_dir, log_dir, _ = fake_registry
+  assert reproduce.main(["--only=ok", f"--results_dir={results_dir}", f"--log_dir={log_dir}",
+                         "--no_progress"]) == 0
+  out = capsys.readouterr().out
+  assert "[ok] ok" in out and "bad" not in out
+  with open(os.path.join(results_dir, "ok.json")) as f:
+    assert json.load(f)["mode"] == "full"
+  with pytest.raises(ValueError, match="unknown reproduction"):
+    reproduce.main(["--only=nope", f"--results_dir={results_dir}"])
+
+
+def test_registry_lists_every_reproduction_in_order():
+  assert [s.name for s in reproduce.REGISTRY] == [
+      "ppo_gymnax", "fore", "serving_batching", "serving_routing", "ballast", "direct_opd"]
+  assert all(s.module == f"experiments.{s.name}" for s in reproduce.REGISTRY)
+
+
+def test_reproduce_stream_and_timeout(fake_registry, capsys):
+  results_dir, log_dir, pkg = fake_registry
+  (pkg / "slow.py").write_text("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
+  stage = reproduce.Stage("slow", f"{pkg.name}.slow")
+  t0 = time.time()
+  res = reproduce.run_stage(stage, quick=True, results_dir=results_dir, log_dir=log_dir,
+                            timeout_s=2, stream=True)
+  assert res.status == "failed" and "timeout after 2 s" in res.note
+  assert time.time() - t0 < 30
+  assert "started" in capsys.readouterr().err          # streamed live
+  assert "started" in open(os.path.join(log_dir, "slow.log")).read()
