@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 export JAX_COMPILATION_CACHE_DIR ?= $(CURDIR)/.jax_cache
 export PYTHONHASHSEED := 0
 
-.PHONY: reproduce reproduce-full test test-slow bench venv clean
+.PHONY: reproduce reproduce-full test test-slow bench sweep summary notebooks venv clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=python3 to use another)"; exit 1; }
@@ -32,6 +32,15 @@ test-slow: venv
 
 bench: venv
 	$(PY) -m experiments.bench_ppo
+
+sweep: venv
+	$(PY) -m experiments.sweep --sweep=configs/sweeps/ppo_cartpole_lr.py:quick
+
+summary: venv
+	$(PY) -m experiments.reproduce --summary_only --readme
+
+notebooks: venv
+	$(PY) colabs/build_notebooks.py
 
 clean:
 	rm -rf $(VENV) .jax_cache workdirs .pytest_cache

@@ -89,6 +89,9 @@ def run_training(config, workdir: str, progress: bool = True, stop_after: int | 
     bar.update(chunk)
   bar.close()
   ckpt.close()
+  if done >= total:
+    # Marks a finished run for sweep launchers (local or XManager) so they do not re-run it.
+    open(os.path.join(workdir, "DONE"), "w").close()
   if os.path.exists(writer.jsonl_path):
     mlog.plot_learning_curve(writer.jsonl_path, os.path.join(workdir, "learning_curve.png"),
                              title=f"{config.get('algo', 'ppo')} on {config.env_name}")

@@ -74,7 +74,7 @@ def make_learner(config: ml_collections.ConfigDict, env, env_params, loss_fn: Lo
     if not config.anneal_lr:
       return config.lr
     frac = 1.0 - (count // grad_steps_per_update) / max(n_updates, 1)
-    return config.lr * frac
+    return config.lr * jnp.maximum(frac, 0.0)  # no tiny negative rate from rounding
 
   tx = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
                    optax.adam(learning_rate=lr_schedule, eps=1e-5))
