@@ -7,7 +7,7 @@ One module serves training and decoding. `DecoderLM(cfg)(tokens, positions, cach
   cache     None (full causal pass, training) or a list (one per layer) of
             {"k": [B, T_max, H, Dh], "v": [B, T_max, H, Dh]}; the S new keys/values are written
             at positions[0]..positions[0]+S-1 and every query attends to cache slots <= its position.
-  returns   (logits [B, S, V] float32, new cache or None)
+  returns   (logits [B, S, V], new cache or None)
 
 The cache is a plain pytree argument (not a flax mutable collection), so a decode step is a pure
 function that `lax.scan` can carry. Block: x += Attn(LN(x)); x += MLP(LN(x)); final LN, untied head.
@@ -109,7 +109,7 @@ class DecoderLM(nn.Module):
         new_cache.append(c)
     x = nn.LayerNorm(name="ln_final")(x)
     logits = nn.Dense(cfg.vocab_size, name="head")(x)
-    return logits.astype(jnp.float32), new_cache
+    return logits, new_cache
 
 
 def init_cache(cfg: LMConfig, batch: int, dtype=jnp.float32) -> Cache:

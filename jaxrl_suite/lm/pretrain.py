@@ -5,9 +5,8 @@ only: prompts are random operands) with AdamW and a warmup-cosine schedule. Step
 chunks of `chunk` steps (`lax.scan`) with a tqdm bar between chunks. The batch axis is sharded over
 the mesh axis `data` and parameters are replicated (`jaxrl_suite.core.distributed`).
 
-Checkpoints: `save_params` / `load_params` (orbax, via `jaxrl_suite.core.checkpoint` when the
-project's wrapper is present, else orbax's StandardCheckpointer directly); `cached(...)` is the
-"train once, reuse from the workdir" helper used by the reproductions.
+Checkpoints: `save_params` / `load_params` (orbax, through `jaxrl_suite.core.checkpoint`);
+`cached(...)` is the "train once, reuse from the workdir" helper used by the reproductions.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxrl_suite.core import checkpoint as core_ckpt
 from jaxrl_suite.core import distributed
 from jaxrl_suite.lm import model as lm_model
 from jaxrl_suite.lm import tasks as lm_tasks
@@ -101,51 +101,29 @@ def pretrain(cfg: lm_model.LMConfig, tasks: Sequence[lm_tasks.AdditionTask],
 
 # ---- checkpoints ---------------------------------------------------------------------------------
 def save_params(path: str, params: Any) -> None:
-  """Saves a params pytree with orbax at directory `path` (overwrites)."""
-  path = os.path.abspath(path)
-  try:
-    from jaxrl_suite.core import checkpoint as core_ckpt  # the project's wrapper, if present
-    ck = core_ckpt.Checkpointer(path, max_to_keep=1)
+  """Saves a params pytree as step 0 of an orbax checkpoint directory `path` (must be new).
+
+  Uses the project's `core.checkpoint.Checkpointer` (atomic writes, refuses to overwrite).
+  """
+  with core_ckpt.Checkpointer(os.path.abspath(path), max_to_keep=1) as ck:
     ck.save(0, params)
-    if hasattr(ck, "wait"):
-      ck.wait()
-    if hasattr(ck, "close"):
-      ck.close()
-    return
-  except (ImportError, AttributeError, TypeError):
-    pass
-  import orbax.checkpoint as ocp
-  ckptr = ocp.StandardCheckpointer()
-  ckptr.save(os.path.join(path, "params"), params, force=True)
-  ckptr.wait_until_finished()
 
 
 def load_params(path: str, like: Any) -> Any:
-  """Restores a params pytree saved by `save_params` with the structure/dtypes of `like`."""
-  path = os.path.abspath(path)
-  if not os.path.exists(os.path.join(path, "params")):
-    try:
-      from jaxrl_suite.core import checkpoint as core_ckpt
-      ck = core_ckpt.Checkpointer(path, max_to_keep=1)
-      return ck.restore(ck.latest_step(), like)
-    except (ImportError, AttributeError, TypeError):
-      pass
-  import orbax.checkpoint as ocp
-  abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), like)
-  return ocp.StandardCheckpointer().restore(os.path.join(path, "params"), abstract)
-
-
-def exists(path: str) -> bool:
-  return os.path.isdir(path) and len(os.listdir(path)) > 0
+  """Restores the newest params pytree under `path` with the structure/dtypes of `like`."""
+  return core_ckpt.restore_latest(os.path.abspath(path), like)[0]
 
 
 def cached(path: str, like: Any, make: Callable[[], Any]) -> tuple[Any, bool]:
-  """Loads params from `path` if present, else `make()` and save. Returns (params, was_cached)."""
-  if exists(path):
-    try:
-      return load_params(path, like), True
-    except Exception:  # a half-written checkpoint from an interrupted run: retrain.
-      pass
+  """Loads params from `path` if a checkpoint is there, else `make()` and save.
+
+  Returns (params, was_cached). A corrupted or half-written checkpoint raises
+  `core.checkpoint.CheckpointError` naming the path (delete it and rerun).
+  """
+  if os.path.isdir(path):
+    with core_ckpt.Checkpointer(os.path.abspath(path), max_to_keep=1) as ck:
+      if ck.latest_step() is not None:
+        return ck.restore(ck.latest_step(), like), True
   params = make()
   save_params(path, params)
   return params, False
