@@ -30,8 +30,13 @@ from jaxrl_suite.algos import on_policy
 from jaxrl_suite.core import checkpoint, logging as mlog
 from jaxrl_suite.envs import registry
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Path to an ml_collections config.")
-_WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints and metrics.")
+
+def _define_flags():
+  """CLI flags, defined only when run as a program: importing this module (tests, sweeps,
+  experiment scripts with their own --config flag) must not claim absl's global flag names."""
+  global _CONFIG, _WORKDIR
+  _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to an ml_collections config.")
+  _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints and metrics.")
 
 
 def validate_run_config(config) -> None:
@@ -111,4 +116,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)
