@@ -60,9 +60,12 @@ def num_updates(config) -> int:
   return int(config.total_timesteps) // (int(config.num_steps) * int(config.num_envs))
 
 
-def make_learner(config: ml_collections.ConfigDict, env, env_params, loss_fn: LossFn,
-                 update_epochs: int, num_minibatches: int) -> Learner:
-  """Builds the pure functions of an on-policy actor-critic learner."""
+def make_learner(config: ml_collections.ConfigDict, env, env_params, loss_fn: LossFn) -> Learner:
+  """Builds the pure functions of an on-policy actor-critic learner.
+
+  `config.update_epochs` passes over each rollout, split into `config.num_minibatches`.
+  """
+  update_epochs, num_minibatches = int(config.update_epochs), int(config.num_minibatches)
   vec = rollout.VecEnv(env, env_params, int(config.num_envs))
   network = ActorCritic(vec.num_actions, tuple(config.hidden_sizes), config.activation)
   n_updates = num_updates(config)

@@ -41,8 +41,8 @@ def reinforce_loss(params, apply_fn, batch: on_policy.Batch, config):
 
 
 def make_learner(config, env, env_params) -> on_policy.Learner:
-  return on_policy.make_learner(config, env, env_params, reinforce_loss,
-                                int(config.update_epochs), int(config.num_minibatches))
+  """The REINFORCE learner's pure functions: init, update, run, train, policy."""
+  return on_policy.make_learner(config, env, env_params, reinforce_loss)
 
 
 def make_train(config, env, env_params):
@@ -51,4 +51,5 @@ def make_train(config, env, env_params):
 
 
 def make_policy(config, env, env_params):
+  """`policy(params, obs, key, mask=None, greedy=False) -> action` of the network."""
   return make_learner(config, env, env_params).policy
