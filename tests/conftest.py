@@ -7,13 +7,6 @@ float64 is NOT enabled globally: tests that need it use `jax.experimental.enable
 import os
 import sys
 
-# XLA's multi-threaded Eigen on CPU has been seen to deadlock (all threads in futex wait) in
-# large vmapped jits on this 2-core machine under load; single-threaded Eigen avoids it and
-# costs nothing measurable for our small networks. Must be set before JAX is imported.
-if "xla_cpu_multi_thread_eigen" not in os.environ.get("XLA_FLAGS", ""):
-  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                             " --xla_cpu_multi_thread_eigen=false").strip()
-
 import jax
 import pytest
 from hypothesis import HealthCheck, settings
