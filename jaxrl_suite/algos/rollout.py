@@ -31,7 +31,7 @@ class Transition:
   final_obs: jax.Array      # [E, D] observation before auto-reset (== next obs unless done)
   terminated: jax.Array     # [E]
   done: jax.Array           # [E] terminated | truncated
-  mask: jax.Array           # [E, A] valid actions
+  mask: jax.Array | None    # [E, A] valid actions; None when the env has no action mask
   episode_return: jax.Array  # [E] return of the episode finished at this step (0 otherwise)
   episode_done: jax.Array   # [E] an episode finished at this step
 
@@ -40,7 +40,7 @@ class Transition:
 class EnvCarry:
   env_state: Any
   obs: jax.Array   # [E, D] flattened
-  mask: jax.Array  # [E, A]
+  mask: jax.Array | None  # [E, A]; None when the env defines no `action_mask`
 
 
 class VecEnv:
@@ -59,7 +59,7 @@ class VecEnv:
 
   def _mask(self, log_state):
     if not self.has_mask:
-      return jnp.ones((self.num_envs, self.num_actions), bool)
+      return None  # nothing to store, shuffle or apply: a measurable saving on tiny envs
     return jax.vmap(self.raw_env.action_mask, in_axes=(0, None))(log_state.env_state, self.params)
 
   def reset(self, key) -> EnvCarry:
