@@ -1,10 +1,16 @@
 # BallastNet reproduction: "RL-Ballast beats Dijkstra by 32% on decision steps when pipes get
 # blocked, and diagnoses clogs with no extra flow sensors" (blog claim, no public paper).
 #
-# COMMAND (full, ~10-15 CPU-minutes alone on 2 cores):
+# COMMAND (full, ~9 CPU-minutes alone on 2 cores; writes results/ballast.{json,md,png} AND
+# results/ballast_dt_sweep.{json,md} from the same evaluation):
 #   .venv/bin/python -m experiments.ballast
-# COMMAND (quick, CI smoke test, <= ~90 s alone with a warm compile cache):
+#   (estimate: a scaled-down full run -- every stage, 200 episodes -- took 115 CPU-s, mostly
+#   compiles; PPO costs ~1.4 CPU-ms per env step for 3 vmapped seeds -> 3 x 200k steps ~ 290 s;
+#   2,000-episode evaluations ~ 100 s)
+# COMMAND (quick, CI smoke test, ~85-90 CPU-s, mostly XLA compilation):
 #   .venv/bin/python -m experiments.ballast --quick
+# dt sweep alone (oracle vs B-replan / B-tabu at 2, 5, 15, 30 min) -> results/ballast_dt_sweep.*:
+#   .venv/bin/python -m experiments.ballast --config.sweep_only=True
 # Generalisation test of the trained agent on a layout it was not trained on:
 #   .venv/bin/python -m experiments.ballast --layout jaxrl_suite/envs/ballast/layouts/direct10.json
 # Published with every number: baseline variant (B-replan, k_fail=1, time metric), dt, clog prior.
@@ -27,13 +33,13 @@ def get_config(arg=None):
   c.n_episodes = 2000                    # paired evaluation episodes (same keys for every policy)
   c.baselines = ("oracle", "replan", "tabu", "pess", "bayes")
   c.dt_sweep = (2.0, 15.0, 30.0)         # extra step lengths for the oracle-vs-replan gap
-  c.n_sweep = 1000
+                                         # (same n_episodes keys; also -> results/ballast_dt_sweep.*)
   c.n_boot = 2000
   c.sweep_only = False                   # run only the dt sweep -> results/ballast_dt_sweep.*
   # RL agent (PPO + route scorer + diagnosis head with aux BCE on privileged clog labels)
   c.rl = _agent.default_config()
-  c.rl.total_timesteps = 300_000
-  c.rl_seeds = 1
+  c.rl.total_timesteps = 200_000       # per seed
+  c.rl_seeds = 3                         # PPO seeds, vmapped in one jit
   # v2 (stability target, two pumps): greedy moment baselines, oracle vs believed conductances
   c.v2 = True
   c.v2_episodes = 1000
@@ -41,9 +47,9 @@ def get_config(arg=None):
     c.n_episodes = 150
     c.baselines = ("oracle", "replan", "tabu")
     c.dt_sweep = (15.0,)
-    c.n_sweep = 100
     c.n_boot = 300
     c.rl.total_timesteps = 64 * 32 * 4
+    c.rl_seeds = 1
     c.eval_layout = ""      # quick mode skips the generalisation test (compile time) ...
     c.v2 = False            # ... and v2; the full run and the tests cover both
   return c
@@ -51,7 +57,7 @@ def get_config(arg=None):
 
 def validate(c) -> None:
   """Raises ValueError naming the first bad field."""
-  for f in ("n_episodes", "t_limit", "n_sweep", "n_boot", "rl_seeds", "v2_episodes"):
+  for f in ("n_episodes", "t_limit", "n_boot", "rl_seeds", "v2_episodes"):
     if int(c[f]) <= 0:
       raise ValueError(f"config.{f} must be positive, got {c[f]}")
   if not c.dt_minutes > 0:

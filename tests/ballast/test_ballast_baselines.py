@@ -12,12 +12,14 @@ from jaxrl_suite.envs.ballast.routes import E_MAX, F_MAX, K_MAX
 
 ENV, PARAMS = make_ballast(sigma_level=0.0)  # noiseless soundings: deterministic evidence
 BP = B.make_params(PARAMS, bayes=False)
+RESET = jax.jit(ENV.reset)  # eager reset dispatches hundreds of small ops
+GET_OBS = jax.jit(ENV.get_obs)
 
 
 def _run(policy_name, state, params, n=60):
   """Python loop (jitted pieces) from a given state; returns (actions, ratios, final obs, state)."""
   pol = jax.jit(B.POLICIES[policy_name])
-  obs = ENV.get_obs(state, params)
+  obs = GET_OBS(state, params)
   acts, ratios = [], []
   for i in range(n):
     a = pol(BP, obs, None)
@@ -34,7 +36,7 @@ _step = jax.jit(ENV.step_env)
 
 def _fill_job_state(seed=0):
   """A reset state reduced to one fill job on DB2P (tank 3), no clogs."""
-  _, s = ENV.reset(jax.random.PRNGKey(seed), PARAMS)
+  _, s = RESET(jax.random.PRNGKey(seed), PARAMS)
   target = s.vol.at[3].set(s.vol[3] + 400.0)
   target = jnp.where(jnp.arange(target.shape[0]) == 3, jnp.minimum(target, PARAMS.cap - 1),
                      s.vol)
@@ -47,7 +49,7 @@ def _fill_job_state(seed=0):
 def test_replan_routes_around_a_single_blocked_edge():
   s = _fill_job_state()
   # the route B-replan picks first, and one main edge on it (not shared by every fill route)
-  k0 = int(jax.jit(B.replan_policy)(BP, ENV.get_obs(s, PARAMS), None))
+  k0 = int(jax.jit(B.replan_policy)(BP, GET_OBS(s, PARAMS), None))
   edges0 = np.flatnonzero(np.asarray(PARAMS.route_edges[k0]))
   kinds = np.asarray(PARAMS.edge_kind)[edges0]
   e_block = int(edges0[np.flatnonzero(kinds == 3)[0]])  # a "main" edge
@@ -77,7 +79,7 @@ def test_replan_routes_around_a_single_blocked_edge():
 
 def test_tabu_is_never_better_than_replan_on_a_blocked_main():
   s = _fill_job_state(1)
-  k0 = int(jax.jit(B.replan_policy)(BP, ENV.get_obs(s, PARAMS), None))
+  k0 = int(jax.jit(B.replan_policy)(BP, GET_OBS(s, PARAMS), None))
   edges0 = np.flatnonzero(np.asarray(PARAMS.route_edges[k0]))
   e_block = int(edges0[np.flatnonzero(np.asarray(PARAMS.edge_kind)[edges0] == 3)[0]])
   s_blk = s.replace(clog=jnp.ones(E_MAX).at[e_block].set(0.0))
@@ -115,8 +117,8 @@ def test_known_bad_count_matches_numpy():
 
 def test_no_clog_all_baselines_agree_and_are_vmappable():
   s = _fill_job_state(2)
-  obs = ENV.get_obs(s, PARAMS)
-  obs_o = ENV.get_obs(s, PARAMS.replace(reveal_clog=True))
+  obs = GET_OBS(s, PARAMS)
+  obs_o = GET_OBS(s, PARAMS.replace(reveal_clog=True))
   bp = B.make_params(PARAMS, bayes=True)
   acts = {n: int(jax.jit(B.POLICIES[n])(bp, obs_o if n == "oracle" else obs, None))
           for n in B.BASELINES}

@@ -28,23 +28,46 @@ def test_config_validation_names_the_bad_field():
 
 def test_agent_features_and_policy_on_two_layouts():
   policy, diagnose = A.make_policy(32)
+  policy, diagnose = jax.jit(policy), jax.jit(diagnose)  # eager dispatch is slow
   env, p = make_ballast()
-  obs, s = env.reset(jax.random.PRNGKey(0), p)
+  obs, s = jax.jit(env.reset)(jax.random.PRNGKey(0), p)
   g = A.make_graph(p)
-  ft = A.features(obs, g)
+  ft = jax.jit(A.features)(obs, g)
   params = A.BallastAgent(hidden=32).init(jax.random.PRNGKey(1), ft)
   a = int(policy((params, g), obs, jax.random.PRNGKey(2)))
-  mask = np.asarray(env.action_mask(s, p))
+  mask = np.asarray(jax.jit(env.action_mask)(s, p))
   assert mask[a] and a < K_MAX
   # the initial policy is B-replan's choice (rank-0 slot) thanks to the residual rank prior
   assert a == int(ft.slot_route[0])
   # same weights, other layout (generalisation path)
   env2, p2 = make_ballast(layout="direct10")
-  obs2, s2 = env2.reset(jax.random.PRNGKey(0), p2)
+  obs2, s2 = jax.jit(env2.reset)(jax.random.PRNGKey(0), p2)
   a2 = int(policy((params, A.make_graph(p2)), obs2, jax.random.PRNGKey(2)))
-  assert np.asarray(env2.action_mask(s2, p2))[a2]
+  assert np.asarray(jax.jit(env2.action_mask)(s2, p2))[a2]
   d = diagnose((params, g), obs)
   assert d.shape == (p.edge_mask.shape[0],) and not bool(d[~p.edge_mask].any())
+
+
+def test_tiny_reproduction_end_to_end(tmp_path, repo_root):
+  """Default-suite e2e: the whole pipeline (train, one evaluator, sweep, claims, files) on a tiny
+  config; numbers are checked for internal consistency only."""
+  from experiments import ballast as exp
+  c = cfg.get_config("quick")
+  c.n_episodes = 40
+  c.n_boot = 100
+  c.rl.num_envs, c.rl.num_steps, c.rl.num_minibatches = 16, 16, 2
+  c.rl.total_timesteps = 16 * 16 * 2
+  out = exp.run(c, quick=True, workdir=str(tmp_path), results_dir=str(tmp_path))
+  assert len(out["claims"]) >= 3
+  rec = json.load(open(os.path.join(str(tmp_path), "ballast.json")))
+  sweep = json.load(open(os.path.join(str(tmp_path), "ballast_dt_sweep.json")))
+  # the main run and the dt-sweep file report the same numbers
+  assert sweep["dt_sweep"] == rec["dt_sweep"]
+  # any-order heel bound: no episode capsizes, for any policy
+  for pol, rows in rec["failures"].items():
+    assert all(r["capsized"] == 0.0 for r in rows.values()), pol
+  t = rec["table"]["all"]
+  assert t["oracle"]["steps"] <= t["replan"]["steps"]
 
 
 @pytest.mark.slow

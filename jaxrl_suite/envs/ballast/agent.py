@@ -107,7 +107,7 @@ def features(obs: jax.Array, g: Graph) -> Feats:
   job = B.job_candidates(f, bp)
   cost = B.believed_cost(chat, bp) + bp.w_fail * n_contain
   rank_key = jnp.where(useful, cost - 1e6 * job, jnp.inf)
-  order = jnp.argsort(rank_key)[:M_SLOTS]
+  order = jax.lax.top_k(-rank_key, M_SLOTS)[1]  # top_k, not argsort: sorts are slow on XLA:CPU
   slot_ok = jnp.isfinite(rank_key[order])
   kinds = g.edge_kind_oh
   unconf = (~good & (f["edge_mask"] > 0.5)).astype(jnp.float32)
@@ -242,12 +242,14 @@ def make_train(config: ml_collections.ConfigDict, env: BallastNet, env_params: E
     ts = TrainState.create(apply_fn=net.apply, params=params, tx=tx)
     ep_ret = jnp.zeros(c.num_envs)
     ep_len = jnp.zeros(c.num_envs, jnp.int32)
+    n = c.num_envs
 
     def env_step(carry, _):
-      ts, obs, state, key, ep_ret, ep_len, stats = carry
+      # ft/logits/value of the current observation are carried from the previous step, where
+      # they were computed together with the final observation's (one features + one network
+      # call per step in the compiled graph instead of two: compile time dominates short runs)
+      ts, (ft, logits, value), state, key, ep_ret, ep_len, stats = carry
       key, ka, ks = jax.random.split(key, 3)
-      ft = feat_fn(obs, graph)
-      logits, value, _ = net.apply(ts.params, ft)
       slot = jax.random.categorical(ka, logits)
       log_prob = losses.categorical_log_prob(logits, slot)
       action = jnp.take_along_axis(ft.slot_route, slot[:, None], 1)[:, 0]
@@ -256,7 +258,10 @@ def make_train(config: ml_collections.ConfigDict, env: BallastNet, env_params: E
           jax.random.split(ks, c.num_envs), state, action, env_params)
       done = term | trunc
       # bootstrap from the pre-reset observation on truncation (gymnax 1.x final_observation)
-      _, next_value, _ = net.apply(ts.params, feat_fn(info["final_observation"], graph))
+      ft_both = feat_fn(jnp.concatenate([info["final_observation"], obs2]), graph)
+      logits_b, value_b, _ = net.apply(ts.params, ft_both)
+      next_value = value_b[:n]
+      nxt = (jax.tree.map(lambda x: x[n:], ft_both), logits_b[n:], value_b[n:])
       ep_ret = ep_ret + reward
       ep_len = ep_len + 1
       stats = (stats[0] + jnp.sum(jnp.where(done, ep_ret, 0.0)),
@@ -266,14 +271,16 @@ def make_train(config: ml_collections.ConfigDict, env: BallastNet, env_params: E
       ep_len = jnp.where(done, 0, ep_len)
       tr = Transition(ft, slot, log_prob, value, reward, next_value, term, done, label,
                       env_params.edge_mask.astype(jnp.float32)[None].repeat(c.num_envs, 0))
-      return (ts, obs2, state2, key, ep_ret, ep_len, stats), tr
+      return (ts, nxt, state2, key, ep_ret, ep_len, stats), tr
 
     def update(carry, _):
-      ts, obs, state, key, ep_ret, ep_len = carry
+      ts, ft0, state, key, ep_ret, ep_len = carry   # ft0: features of the current observation
+      logits0, value0, _ = net.apply(ts.params, ft0)  # params changed since the last step
       stats0 = (jnp.zeros(()), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32),
                 jnp.zeros((), jnp.int32))
-      (ts, obs, state, key, ep_ret, ep_len, stats), traj = jax.lax.scan(
-          env_step, (ts, obs, state, key, ep_ret, ep_len, stats0), None, c.num_steps)
+      (ts, (ft_last, _, _), state, key, ep_ret, ep_len, stats), traj = jax.lax.scan(
+          env_step, (ts, (ft0, logits0, value0), state, key, ep_ret, ep_len, stats0), None,
+          c.num_steps)
       adv, targets = gae(traj.reward, traj.value, traj.next_value, traj.terminated, traj.done,
                          c.gamma, c.gae_lambda)
 
@@ -298,10 +305,10 @@ def make_train(config: ml_collections.ConfigDict, env: BallastNet, env_params: E
       metrics = {"returned_episode_returns": stats[0] / n_done,
                  "episode_length": stats[1] / n_done, "success_rate": stats[3] / n_done,
                  "episodes": stats[2], **jax.tree.map(jnp.mean, aux)}
-      return (ts, obs, state, key, ep_ret, ep_len), metrics
+      return (ts, ft_last, state, key, ep_ret, ep_len), metrics
 
-    (ts, *_), metrics = jax.lax.scan(update, (ts, obs, state, key, ep_ret, ep_len), None,
-                                     n_updates)
+    (ts, *_), metrics = jax.lax.scan(update, (ts, feat_fn(obs, graph), state, key, ep_ret,
+                                              ep_len), None, n_updates)
     return ts, metrics
 
   return train

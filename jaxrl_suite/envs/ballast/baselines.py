@@ -56,6 +56,7 @@ class BaselineParams:
   route_transfer: jax.Array
   edge_len: jax.Array
   edge_mask: jax.Array
+  route_words: jax.Array  # [K, EW] uint32: route k's edge set packed into EW = ceil(E/32) words
   hyp: jax.Array          # [H, E] bool blocked-edge hypotheses (B-Bayes)
   hyp_logw: jax.Array     # [H] log prior weight
   hyp_clear: jax.Array    # [H, K] bool: hypothesis leaves route k unblocked
@@ -64,6 +65,15 @@ class BaselineParams:
   transfer_gain: float = 2.0
   eps_len: float = 1e-4
   length_metric: bool = False
+
+
+def pack_edges(sets):
+  """bool[..., E] -> uint32[..., ceil(E/32)]: bit j of word w is edge 32*w + j (numpy or jax)."""
+  xp = jnp if isinstance(sets, jax.Array) else np
+  n_w = -(-sets.shape[-1] // 32)
+  pad = [(0, 0)] * (sets.ndim - 1) + [(0, 32 * n_w - sets.shape[-1])]
+  b = xp.pad(sets, pad).reshape(sets.shape[:-1] + (n_w, 32)).astype(xp.uint32)
+  return (b << xp.arange(32, dtype=xp.uint32)).sum(-1, dtype=xp.uint32)
 
 
 def make_hypotheses(env_params: EnvParams, max_blocked: int = 3):
@@ -110,7 +120,9 @@ def make_params(env_params: EnvParams, bayes: bool = True, cost_metric: str = "t
       route_edges=env_params.route_edges, route_src=env_params.route_src,
       route_dst=env_params.route_dst, route_mask=env_params.route_mask,
       route_len=env_params.route_len, route_transfer=env_params.route_transfer,
-      edge_len=env_params.edge_len, edge_mask=env_params.edge_mask, hyp=jnp.asarray(hyp),
+      edge_len=env_params.edge_len, edge_mask=env_params.edge_mask,
+      route_words=jnp.asarray(pack_edges(np.asarray(env_params.route_edges))),
+      hyp=jnp.asarray(hyp),
       hyp_logw=jnp.asarray(logw), hyp_clear=jnp.asarray(clear),
       length_metric=cost_metric == "length", **knobs)
 
@@ -141,11 +153,20 @@ def evidence(f: dict[str, jax.Array], bp: BaselineParams):
   good = f["good"] > 0.5
   fail = (f["fail_sets"] > 0.5) & ~good[None, :] & (f["fail_kind"] == 1)[:, None]
   nonempty = fail.any(-1)
-  # f subset of route k  <=>  no edge of f outside k (a [F,E]x[E,K] matmul, cheap on any device)
-  outside = fail.astype(jnp.float32) @ (~bp.route_edges).astype(jnp.float32).T   # [F, K]
-  n_contain = jnp.sum((outside < 0.5) & nonempty[:, None], axis=0)
+  n_contain = jnp.sum(routes_containing(fail, bp) & nonempty[:, None], axis=0)
   edge_count = jnp.sum(fail, axis=0)
   return good, f["chat"], fail, n_contain, edge_count
+
+
+def routes_containing(sets: jax.Array, bp: BaselineParams) -> jax.Array:
+  """bool[F, K]: edge set f (row of sets[F, E]) is a subset of route k's edges.
+
+  With edge sets packed into uint32 words, f subset of k <=> (f & ~k) == 0 word by word: O(F*K*EW)
+  word ops, vectorised over the minor axis, instead of an [F,E]x[E,K] float product (the dominant
+  cost of a baseline step on CPU). An empty set is contained in every route.
+  """
+  fw = pack_edges(sets)                                                         # [F, EW]
+  return jnp.all((fw[:, None, :] & ~bp.route_words[None, :, :]) == 0, axis=-1)
 
 
 def believed_cost(chat: jax.Array, bp: BaselineParams, edge_pen: jax.Array | None = None):
@@ -165,16 +186,29 @@ def believed_cost(chat: jax.Array, bp: BaselineParams, edge_pen: jax.Array | Non
 
 def _pick(score: jax.Array, cand: jax.Array) -> jax.Array:
   """argmin of score over candidates (lowest index on ties); NOOP if there is none."""
-  a = jnp.argmin(jnp.where(cand, score, jnp.inf))
-  return jnp.where(cand.any(), a, K_MAX).astype(jnp.int32)
+  return argmin_first(jnp.where(cand, score, jnp.inf), K_MAX)
+
+
+def argmin_first(x: jax.Array, none: int) -> jax.Array:
+  """First index of min(x) over the last axis, or `none` if the min is +inf.
+
+  Two plain reductions: jnp.argmin is a variadic (value, index) reduce that XLA:CPU does not
+  vectorise, and it was the largest single cost of a baseline step under vmap.
+  """
+  m = jnp.min(x, axis=-1, keepdims=True)
+  idx = jnp.arange(x.shape[-1], dtype=jnp.int32)
+  a = jnp.min(jnp.where(x == m, idx, x.shape[-1]), axis=-1)
+  return jnp.where(jnp.isfinite(m[..., 0]), a, none).astype(jnp.int32)
 
 
 def oracle_policy(bp: BaselineParams, obs: jax.Array, key=None) -> jax.Array:
   f = split_obs(obs)
   clog = jnp.maximum(f["clog_revealed"], 0.0)
-  g = jnp.prod(jnp.where(bp.route_edges, clog[None, :], 1.0), axis=-1)
-  rate = g * jnp.where(bp.route_transfer, bp.transfer_gain, 1.0)
-  score = -jnp.log(jnp.maximum(rate, 1e-12)) + bp.eps_len * bp.route_len
+  # log g_k = sum_{e in k} log clog_e as a [K,E]x[E] product (a GEMM under vmap; a masked
+  # product-reduce is several times slower on CPU); blocked edges give log g ~ -69 (clipped below)
+  log_g = bp.route_edges.astype(jnp.float32) @ jnp.log(jnp.maximum(clog, 1e-30))
+  log_rate = log_g + jnp.log(jnp.where(bp.route_transfer, bp.transfer_gain, 1.0))
+  score = -jnp.maximum(log_rate, jnp.log(1e-12)) + bp.eps_len * bp.route_len
   return _pick(score, job_candidates(f, bp))
 
 
@@ -298,12 +332,12 @@ def v2_greedy_policy(vp: V2Params, obs: jax.Array, key=None) -> jax.Array:
   e0 = err(heel + vp.dheel * v, trim + vp.dtrim * v)
   e0 = jnp.where(bp.route_mask & (vp.route_pump == 0) & (v > 1.0), e0, jnp.inf)
   e0 = jnp.concatenate([e0, err(heel, trim)[None]])
-  k0 = jnp.argmin(e0)
+  k0 = argmin_first(e0, K_MAX)
   v0 = jnp.where(k0 < K_MAX, v[jnp.minimum(k0, K_MAX - 1)], 0.0)
   h1 = heel + jnp.where(k0 < K_MAX, vp.dheel[jnp.minimum(k0, K_MAX - 1)], 0.0) * v0
   t1 = trim + jnp.where(k0 < K_MAX, vp.dtrim[jnp.minimum(k0, K_MAX - 1)], 0.0) * v0
   e1 = err(h1 + vp.dheel * v, t1 + vp.dtrim * v)
   ok1 = bp.route_mask & (vp.route_pump == 1) & (v > 1.0) & vp.pair_ok[k0, :K_MAX]
   e1 = jnp.concatenate([jnp.where(ok1, e1, jnp.inf), err(h1, t1)[None]])
-  k1 = jnp.argmin(e1)
+  k1 = argmin_first(e1, K_MAX)
   return jnp.stack([k0, k1]).astype(jnp.int32)

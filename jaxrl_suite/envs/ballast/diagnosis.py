@@ -43,7 +43,8 @@ def reference_diagnosis(obs: jax.Array, env_params: EnvParams) -> jax.Array:
   def body(_, carry):
     pred, open_ = carry
     score = jnp.sum(score_w * open_[:, None], axis=0)                           # [E]
-    pick = jnp.argmax(score)
+    # first index of the max via two plain reductions (argmax is slow under vmap on XLA:CPU)
+    pick = jnp.min(jnp.where(score == score.max(), jnp.arange(score.shape[0]), score.shape[0]))
     add = score[pick] > 0
     pred = pred.at[pick].set(pred[pick] | add)
     open_ = open_ & ~(sets[:, pick] & add)

@@ -9,7 +9,7 @@ the action), so differences are due to the policies alone.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -61,10 +61,16 @@ def make_evaluate(env: BallastNet, policy: Callable, diag_fn: Callable | None = 
   return jax.jit(evaluate)
 
 
-def make_baseline_evaluate(env: BallastNet, num_steps: int = 96):
+def make_baseline_evaluate(env: BallastNet, num_steps: int = 96,
+                           extra: Sequence[tuple[Callable, Callable]] = ()):
   """One compiled evaluator for every baseline (a `lax.switch` on a policy id), so the env is
-  compiled once. Returns evaluate(env_params, baseline_params, pid, keys); pid indexes
-  `baselines.BASELINES`. Adds "diag" = reference diagnosis of the final observation.
+  compiled once. Returns evaluate(env_params, baseline_params, pid, keys, extra_params=());
+  pid indexes `baselines.BASELINES`, then the `extra` (policy, diag_fn) pairs (e.g. the RL agent:
+  pid = len(BASELINES) + i, with its params in extra_params[i]). Adds "diag": the reference
+  diagnosis of the final observation for a baseline, diag_fn(extra_params[i], final_obs) for an
+  extra policy. pid is traced and not vmapped, so the switch runs only the chosen branch and one
+  compile serves every policy, step length and layout of the same padded shapes (keep the number
+  of keys and the extra_params structure fixed to avoid recompiles).
 
   For pid == BASELINES.index("oracle") pass env_params.replace(reveal_clog=True).
   """
@@ -74,15 +80,21 @@ def make_baseline_evaluate(env: BallastNet, num_steps: int = 96):
   branches = [B.POLICIES[n] for n in B.BASELINES]
 
   def policy(pp, obs, key):
-    bp, pid = pp
-    return jax.lax.switch(pid, [lambda o, k, f=f: f(bp, o, k) for f in branches], obs, key)
+    bp, xp, pid = pp
+    fns = [lambda o, k, f=f: jnp.int32(f(bp, o, k)) for f in branches]
+    fns += [lambda o, k, f=f, i=i: jnp.int32(f(xp[i], o, k)) for i, (f, _) in enumerate(extra)]
+    return jax.lax.switch(pid, fns, obs, key)
 
   inner = make_evaluate(env, policy, None, num_steps)
 
   @jax.jit
-  def evaluate(env_params, bp, pid, keys):
-    out = inner(env_params, (bp, jnp.int32(pid)), keys)
-    out["diag"] = jax.vmap(reference_diagnosis, in_axes=(0, None))(out["final_obs"], env_params)
+  def evaluate(env_params, bp, pid, keys, extra_params=()):
+    pid = jnp.int32(pid)
+    out = inner(env_params, (bp, extra_params, pid), keys)
+    diag_fns = [lambda o: reference_diagnosis(o, env_params)] * len(branches)
+    diag_fns += [lambda o, d=d, i=i: d(extra_params[i], o).astype(bool)
+                 for i, (_, d) in enumerate(extra)]
+    out["diag"] = jax.vmap(lambda o: jax.lax.switch(pid, diag_fns, o))(out["final_obs"])
     return out
 
   return evaluate

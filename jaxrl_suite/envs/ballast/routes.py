@@ -22,6 +22,7 @@ from jaxrl_suite.envs.ballast.layout import EDGE_KINDS, LayoutError, validate_la
 
 # Padded sizes (design doc 4.1). Every array carries a mask.
 N_MAX, E_MAX, T_MAX, P_MAX, K_MAX, F_MAX = 32, 48, 16, 2, 256, 16
+assert K_MAX % 32 == 0  # route sets are packed into uint32 words
 # Clog-prior weights per edge kind [design]: strainers (sea chest / overboard) block 3x as often
 # as mains; double-bottom branches clog partially 2x as often as other edges.
 BLOCK_WEIGHT = {"seachest": 3.0, "overboard": 3.0, "pumpside": 1.0, "main": 1.0,
@@ -103,6 +104,7 @@ def build_routes(layout: Mapping[str, Any]) -> dict[str, np.ndarray]:
     route_edges[K,E] bool, route_src[K], route_dst[K] (tank index, SEA = T_MAX),
     route_pump[K], route_mask[K] bool, route_len[K] m, route_transfer[K] bool,
     pair_ok[K+1,K+1] bool (two routes on different pumps sharing no edge; NOOP = index K),
+    edge_route_bits[E,K/32], fill_bits[T,K/32], drain_bits[T,K/32] uint32 (packed route sets),
     pump_rate[P] m3/h, and scalars n_tanks, n_edges, n_routes.
   Raises:
     LayoutError: broken layout, a tank without a fill or deballast route, a transfer pair without
@@ -183,6 +185,17 @@ def build_routes(layout: Mapping[str, Any]) -> dict[str, np.ndarray]:
   pair[:K, K] = g["route_mask"]
   pair[K, K] = True
   g["pair_ok"] = pair
+  # Bit tables for the feasibility test at reset (K routes packed into K/32 uint32 words):
+  # edge_route_bits[e] = routes through edge e; fill_bits[t] / drain_bits[t] = fill / deballast
+  # routes of tank t. "Tank t keeps a fill route" = any(fill_bits[t] & ~OR_e blocked edge_bits[e]).
+  def pack(b):  # bool [..., K] -> uint32 [..., K/32], bit j of word w is route 32*w + j
+    w = b.reshape(b.shape[:-1] + (K // 32, 32)).astype(np.uint64)
+    return (w << np.arange(32, dtype=np.uint64)).sum(-1).astype(np.uint32)
+  g["edge_route_bits"] = pack(g["route_edges"].T)
+  tank_ids = np.arange(T)[:, None]
+  fill_of = g["route_mask"] & (g["route_src"] == T) & (g["route_dst"] == tank_ids)
+  drain_of = g["route_mask"] & (g["route_dst"] == T) & (g["route_src"] == tank_ids)
+  g["fill_bits"], g["drain_bits"] = pack(fill_of), pack(drain_of)
   g["pump_rate"] = np.zeros(P_MAX, np.float32)
   g["pump_rate"][:len(pumps)] = layout["pump_rate_m3h"]
   g["n_tanks"], g["n_edges"], g["n_routes"] = len(tanks), len(edges), len(routes)
