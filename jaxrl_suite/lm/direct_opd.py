@@ -32,7 +32,6 @@ from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from jaxrl_suite.core import distributed
@@ -188,90 +187,89 @@ class DistillState(NamedTuple):
   ref_params: Any     # teacher reference theta_ref
   rl_params: Any      # teacher RL policy theta_RL
   perm: jax.Array     # [V] vocabulary permutation applied to the delta (identity = no control)
+  vanilla: jax.Array  # float scalar: 1 = vanilla OPD loss, 0 = Direct-OPD loss (see make_step)
 
 
-def make_step(cfg: lm_model.LMConfig, pair_cfg: lm_model.LMConfig, task, dcfg: DistillConfig,
-              mode: str = "direct_opd"):
+def make_step(cfg: lm_model.LMConfig, pair_cfg: lm_model.LMConfig, task, dcfg: DistillConfig):
   """Returns (init, step) for one student; step(state, key) -> (state, metrics) is pure.
 
-  mode: "direct_opd" (delta r, permuted by state.perm: identity for Direct-OPD, a fixed
-  derangement for the shuffled control, so both share one compiled program), "shuffled" (same
-  computation; the name only documents intent), or "vanilla_opd" (reverse KL toward pi_RL).
-  All parameter sets travel in the `DistillState`, not as compiled-in constants.
+  One program serves every mode; the mode is data in the state, so a single compilation per
+  student size runs Direct-OPD, the shuffled control and vanilla OPD:
+    init(params, ref_params, rl_params, mode="direct_opd", perm=None)
+  "direct_opd": delta r (state.perm = identity); "shuffled": r permuted by a fixed derangement
+  `perm`; "vanilla_opd": reverse KL toward pi_RL (state.vanilla = 1). Both losses share the
+  teacher's RL logits (vanilla needs only those; the delta adds the reference pass), and the
+  unused one is multiplied by 0. All parameter sets travel in the `DistillState`.
   """
-  if mode not in MODES:
-    raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
   tokenizer.assert_same_vocab(cfg.vocab_size, pair_cfg.vocab_size)
   opt = optax.chain(optax.clip_by_global_norm(dcfg.max_grad_norm), optax.adam(dcfg.lr))
   data = distributed.data_sharding(distributed.make_mesh())
 
-  def init(params, ref_params, rl_params, perm=None):
-    perm = jnp.arange(cfg.vocab_size) if perm is None else perm
+  def init(params, ref_params, rl_params, mode: str = "direct_opd", perm=None):
+    if mode not in MODES:
+      raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if mode == "shuffled" and perm is None:
+      raise ValueError("mode='shuffled' needs a vocabulary permutation `perm`")
+    perm = jnp.arange(cfg.vocab_size) if mode != "shuffled" else perm
     return DistillState(params, opt.init(params), jnp.float32(dcfg.alpha_init), params,
-                        ref_params, rl_params, perm)
+                        ref_params, rl_params, perm,
+                        jnp.float32(1.0 if mode == "vanilla_opd" else 0.0))
 
   def step(state: DistillState, key):
     params, opt_state, alpha = state.params, state.opt_state, state.alpha
-    _, prompts, s = lm_grpo.sample_groups(cfg, params, task, key, dcfg.prompts_per_step,
-                                          dcfg.rollouts_per_prompt, dcfg.temperature)
+    ops, prompts, s = lm_grpo.sample_groups(cfg, params, task, key, dcfg.prompts_per_step,
+                                            dcfg.rollouts_per_prompt, dcfg.temperature)
     prompts, tokens = (jax.lax.with_sharding_constraint(x, data) for x in (prompts, s.tokens))
     start_logits = sampling.response_logits(cfg, state.start_params, prompts, tokens)
     start_logp = (jax.nn.log_softmax(start_logits, -1) if dcfg.kl_estimator == "full"
                   else lm_model.token_log_probs(start_logits, tokens))
-    if mode == "vanilla_opd":
-      teacher = sampling.response_logits(pair_cfg, state.rl_params, prompts, tokens)
-    else:
-      pair = DeltaPair(pair_cfg, state.ref_params, state.rl_params)
-      delta = shuffle_delta(pair.on(prompts, tokens), state.perm)
+    rl_logits = sampling.response_logits(pair_cfg, state.rl_params, prompts, tokens)
+    ref_logits = sampling.response_logits(pair_cfg, state.ref_params, prompts, tokens)
+    delta = shuffle_delta(delta_log_ratio(rl_logits, ref_logits), state.perm)
+    v = state.vanilla
 
     def loss_fn(p):
       logits = sampling.response_logits(cfg, p, prompts, tokens)
-      if mode == "vanilla_opd":
-        return vanilla_opd_loss(logits, teacher, s.mask)
-      return direct_opd_loss(logits, delta, tokens, start_logp, s.mask, alpha, dcfg.estimator)
+      l_d, aux = direct_opd_loss(logits, delta, tokens, start_logp, s.mask, alpha,
+                                 dcfg.estimator)
+      l_v, _ = vanilla_opd_loss(logits, rl_logits, s.mask)
+      return (1.0 - v) * l_d + v * l_v, aux
 
     (loss, aux), g = jax.value_and_grad(loss_fn, has_aux=True)(params)
     upd, opt_state = opt.update(g, opt_state, params)
     params = optax.apply_updates(params, upd)
-    if dcfg.adaptive and mode != "vanilla_opd":
-      alpha = adaptive_alpha(alpha, aux["rbar"], dcfg.alpha_eps, dcfg.alpha_min, dcfg.alpha_max)
-    rewards = task.reward(_ops_from(task, prompts), tokens)
+    if dcfg.adaptive:
+      new_alpha = adaptive_alpha(alpha, aux["rbar"], dcfg.alpha_eps, dcfg.alpha_min,
+                                 dcfg.alpha_max)
+      alpha = jnp.where(v > 0, alpha, new_alpha)
+    rewards = task.reward(ops, tokens)
     new = state._replace(params=params, opt_state=opt_state, alpha=alpha)
     return new, {"loss": loss, "alpha": alpha, "reward": rewards.mean(), **aux}
 
   return init, step
 
 
-def _ops_from(task, prompts: jax.Array) -> jax.Array:
-  """Recovers operands [B, ops] from interleaved prompt digits (for logging the true reward)."""
-  d = (prompts[:, 1:-1] - tokenizer.DIGIT0).reshape(prompts.shape[0], task.num_digits,
-                                                     task.num_operands)
-  return (d * (10 ** jnp.arange(task.num_digits))[None, :, None]).sum(1)
-
-
 def train(cfg: lm_model.LMConfig, start_params: Any, pair: DeltaPair, task, dcfg: DistillConfig,
           keys: jax.Array, mode: str = "direct_opd", perm: Optional[jax.Array] = None,
-          rl_params_per_seed: bool = True, chunk: int = 50, progress: bool = True,
-          desc: str = "") -> tuple[Any, dict]:
+          rl_params_per_seed: bool = True, start_per_seed: bool = False, chunk: int = 50,
+          progress: bool = True, desc: str = "",
+          timing: Optional[dict] = None) -> tuple[Any, dict]:
   """Distils into `start_params` for each seed in keys [S, 2] (vmapped).
 
   If `rl_params_per_seed`, pair.rl_params has a leading seed axis (seed i's student uses seed i's
-  RL teacher). mode "shuffled" needs `perm`. Returns (student params stacked over seeds,
-  metrics {name: [S, steps]}).
+  RL teacher); if `start_per_seed`, so do start_params and pair.ref_params (one pretrained
+  family per seed). mode "shuffled" needs `perm`. `timing` as in `pretrain.run_chunked`.
+  Returns (student params stacked over seeds, metrics {name: [S, steps]}).
   """
-  if mode == "shuffled" and perm is None:
-    raise ValueError("mode='shuffled' needs a vocabulary permutation `perm`")
-  if mode != "shuffled":
-    perm = None
   n = keys.shape[0]
-  init, step = make_step(cfg, pair.cfg, task, dcfg, mode)
+  init, step = make_step(cfg, pair.cfg, task, dcfg)
   bcast = lambda t: jax.tree.map(lambda x: jnp.broadcast_to(x, (n,) + x.shape), t)
   rl = pair.rl_params if rl_params_per_seed else bcast(pair.rl_params)
-  perm_s = None if perm is None else jnp.broadcast_to(perm, (n,) + perm.shape)
-  state = jax.vmap(init, in_axes=(0, 0, 0, None if perm is None else 0))(
-      bcast(start_params), bcast(pair.ref_params), rl, perm_s)
+  start = start_params if start_per_seed else bcast(start_params)
+  ref = pair.ref_params if start_per_seed else bcast(pair.ref_params)
+  state = jax.vmap(lambda p, r, q: init(p, r, q, mode, perm))(start, ref, rl)
   state, m = lm_grpo.run_seeds(step, state, keys, dcfg.steps, chunk,
-                               desc or f"{mode} {cfg.name}", progress)
+                               desc or f"{mode} {cfg.name}", progress, timing)
   return state.params, m
 
 
@@ -283,8 +281,8 @@ def train_flops(cfg: lm_model.LMConfig, pair_cfg: lm_model.LMConfig, task,
   fs = lm_model.forward_flops_per_token(cfg, ctx)
   ft = lm_model.forward_flops_per_token(pair_cfg, ctx)
   n = dcfg.prompts_per_step * dcfg.rollouts_per_prompt
-  teacher_passes = 1 if mode == "vanilla_opd" else 2
-  per_step = n * ctx * (fs + fs + teacher_passes * ft + 3 * fs)
+  teacher_passes = 1 if mode == "vanilla_opd" else 2  # what each mode needs (the shared
+  per_step = n * ctx * (fs + fs + teacher_passes * ft + 3 * fs)  # program runs 2 for all)
   return float(per_step * dcfg.steps)
 
 
@@ -299,3 +297,25 @@ def kl_to(cfg: lm_model.LMConfig, params: Any, start_params: Any, task, operands
   lq = jax.nn.log_softmax(sampling.response_logits(cfg, start_params, prompts, s.tokens), -1)
   kl_t = (jnp.exp(lp) * (lp - lq)).sum(-1)
   return (kl_t * s.mask).sum(-1).mean()
+
+
+def evaluate(cfg: lm_model.LMConfig, params: Any, start_params: Any, pair: DeltaPair,
+             beta: jax.Array, perm: jax.Array, task, operands: jax.Array, key: jax.Array,
+             temperature: float = 1.0) -> tuple[jax.Array, jax.Array]:
+  """(accuracy, sequence-level KL(pi~ || pi_S)) of pi~ = softmax(log pi_theta + beta r_perm).
+
+  One program for every evaluation of a size: beta = 0 gives the plain model pi_theta (base,
+  distilled or GRPO; the teacher passes are then unused), beta > 0 the decode-time delta
+  (perm = identity) or its shuffled control. beta and perm are traced, so they do not trigger
+  recompilation. The KL is exact over the vocabulary per visited state (at temperature 1),
+  summed over the response, averaged over problems, on pi~'s own samples.
+  """
+  prompts = task.prompts(operands)
+  st = delta_stepper(cfg, params, pair, beta, perm)
+  s = sampling.sample(st, prompts, key, task.response_len, temperature=temperature)
+  acc = task.reward(operands, s.tokens).mean()
+  lt = jax.nn.log_softmax(sampling.response_logits(cfg, params, prompts, s.tokens), -1)
+  lp = jax.nn.log_softmax(lt + beta * shuffle_delta(pair.on(prompts, s.tokens), perm), -1)
+  lq = jax.nn.log_softmax(sampling.response_logits(cfg, start_params, prompts, s.tokens), -1)
+  kl_t = (jnp.exp(lp) * (lp - lq)).sum(-1)
+  return acc, (kl_t * s.mask).sum(-1).mean()

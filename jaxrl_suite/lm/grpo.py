@@ -14,7 +14,7 @@ their own advantages, and `sample_groups` / `evaluate` work for any `tasks`-styl
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
@@ -117,22 +117,26 @@ def make_step(cfg: lm_model.LMConfig, task, gcfg: GRPOConfig):
 
 
 def train(cfg: lm_model.LMConfig, params: Any, task, gcfg: GRPOConfig, keys: jax.Array,
-          chunk: int = 50, progress: bool = True, desc: str = "grpo") -> tuple[Any, dict]:
+          chunk: int = 50, progress: bool = True, desc: str = "grpo",
+          params_per_seed: bool = False, timing: Optional[dict] = None) -> tuple[Any, dict]:
   """GRPO from `params` (also the KL reference) for len(keys) seeds at once (vmapped).
 
-  keys [S, 2]. Returns (params stacked over seeds [S, ...], metrics {name: [S, steps]}).
+  keys [S, 2]; `params_per_seed`: params already carry a leading seed axis (one start per
+  seed), else they are broadcast. `timing` as in `pretrain.run_chunked`.
+  Returns (params stacked over seeds [S, ...], metrics {name: [S, steps]}).
   """
   init, step = make_step(cfg, task, gcfg)
   n = keys.shape[0]
-  stacked = jax.tree.map(lambda x: jnp.broadcast_to(x, (n,) + x.shape), params)
+  stacked = params if params_per_seed else jax.tree.map(
+      lambda x: jnp.broadcast_to(x, (n,) + x.shape), params)
   state = jax.vmap(init)(stacked, stacked)
 
-  state, m = run_seeds(step, state, keys, gcfg.steps, chunk, desc, progress)
+  state, m = run_seeds(step, state, keys, gcfg.steps, chunk, desc, progress, timing)
   return state[0], m
 
 
 def run_seeds(step, state, keys: jax.Array, steps: int, chunk: int, desc: str = "",
-              progress: bool = True) -> tuple[Any, dict]:
+              progress: bool = True, timing: Optional[dict] = None) -> tuple[Any, dict]:
   """Runs a vmapped `step(state, key)` over seeds; seed i's stream depends only on keys[i].
 
   state has a leading seed axis. Returns (final state, metrics {name: [S, steps]}).
@@ -145,7 +149,7 @@ def run_seeds(step, state, keys: jax.Array, steps: int, chunk: int, desc: str = 
     return (inner, t + 1), m
 
   (state, _), m = lm_pretrain.run_chunked(multi, (state, jnp.int32(0)), jax.random.PRNGKey(0),
-                                          steps, chunk, desc, progress)
+                                          steps, chunk, desc, progress, timing)
   return state, jax.tree.map(lambda x: np.asarray(x).T, m)
 
 

@@ -87,7 +87,8 @@ def test_lm_mixture_batch_pads_to_common_length():
 
 # ---- model ---------------------------------------------------------------------------------------
 def test_lm_family_sizes():
-  counts = {n: lm_model.num_params(lm_model.init_params(c, jax.random.PRNGKey(0)))
+  counts = {n: lm_model.num_params(jax.eval_shape(lambda k: lm_model.init_params(c, k),
+                                                 jax.random.PRNGKey(0)))
             for n, c in lm_model.FAMILY.items()}
   assert 25_000 < counts["xs"] < 35_000
   assert 400_000 < counts["l"] < 520_000
