@@ -224,15 +224,22 @@ class ContinuousBatching(environment.Environment[ContState, EnvParams]):
     s = ContState(eng=eng, req=req, t=req.arrival[0], n_good=zi, time=zi)
     return self.get_obs(s, params), s
 
-  def step_env(self, key, s: ContState, action, params):
+  def act(self, s: ContState, action, params):
+    """First half of a step: sets the cap; returns (state, horizon) (see routing.act)."""
     eng = s.eng.replace(cap=s.eng.cap.at[0].set(params.levels[action]))
-    horizon = s.t + params.decision_dt
-    eng, n_good, _ = engine.run_until(eng, s.req, params.hw, horizon, self.max_events,
-                                      params.slo_ttft, params.slo_tpot)
-    s = s.replace(eng=eng, t=horizon, n_good=s.n_good + n_good, time=s.time + 1)
+    return s.replace(eng=eng), s.t + params.decision_dt
+
+  def finish(self, s: ContState, horizon, n_good, params):
+    s = s.replace(t=horizon, n_good=s.n_good + n_good, time=s.time + 1)
     done = self.is_terminated(s, params)
     return (jax.lax.stop_gradient(self.get_obs(s, params)), jax.lax.stop_gradient(s),
-            n_good.astype(jnp.float32), done, {"n_good": s.n_good, "cap_hits": eng.cap_hits})
+            n_good.astype(jnp.float32), done, {"n_good": s.n_good, "cap_hits": s.eng.cap_hits})
+
+  def step_env(self, key, s: ContState, action, params):
+    s, horizon = self.act(s, action, params)
+    eng, n_good, _ = engine.run_until(s.eng, s.req, params.hw, horizon, self.max_events,
+                                      params.slo_ttft, params.slo_tpot)
+    return self.finish(s.replace(eng=eng), horizon, n_good, params)
 
   def is_terminated(self, s, params):
     return jnp.all(s.eng.status == engine.DONE)

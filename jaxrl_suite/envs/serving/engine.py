@@ -221,34 +221,44 @@ def schedule(eng: Engine, req: Requests, hw: Hardware, g, t) -> Engine:
                      n_iter=_put(eng.n_iter, g, _pick(eng.n_iter, g) + busy.astype(jnp.int32)))
 
 
+def next_event(eng: Engine, req: Requests):
+  """(GPU index, time) of the earliest pending event (ties: lowest GPU index); time inf if none."""
+  ev = event_times(eng, req)
+  return jnp.argmin(ev), jnp.min(ev)
+
+
+def process_event(eng: Engine, req: Requests, hw: Hardware, g, te, slo_ttft, slo_tpot):
+  """Ends GPU g's iteration at te and schedules its next one.
+
+  Returns (engine, requests finished within the SLO, requests finished) by this event.
+  """
+  eng, done = complete(eng, req, g, te)
+  good = done & slo_met(eng, req, slo_ttft, slo_tpot)
+  eng = schedule(eng, req, hw, g, te)
+  eng = eng.replace(last_event=jnp.maximum(eng.last_event, te))
+  return eng, jnp.sum(good).astype(jnp.int32), jnp.sum(done).astype(jnp.int32)
+
+
 def run_until(eng: Engine, req: Requests, hw: Hardware, horizon, max_events: int,
               slo_ttft, slo_tpot):
   """Processes GPU events with time <= horizon (at most `max_events`).
 
+  The next event (g, te) is carried in the loop state, so `event_times` runs once per event.
   Returns (engine, number of requests finished within the SLO, number finished).
   """
-  def next_ev(e):
-    ev = event_times(e, req)
-    return jnp.argmin(ev), jnp.min(ev)
-
   def cond(c):
-    e, i, _, _ = c
-    _, te = next_ev(e)
+    _, i, _, _, _, te = c
     return (i < max_events) & (te <= horizon)
 
   def body(c):
-    e, i, n_good, n_done = c
-    g, te = next_ev(e)
-    e, done = complete(e, req, g, te)
-    good = done & slo_met(e, req, slo_ttft, slo_tpot)
-    e = schedule(e, req, hw, g, te)
-    e = e.replace(last_event=jnp.maximum(e.last_event, te))
-    return (e, i + 1, n_good + jnp.sum(good).astype(jnp.int32),
-            n_done + jnp.sum(done).astype(jnp.int32))
+    e, i, n_good, n_done, g, te = c
+    e, good, done = process_event(e, req, hw, g, te, slo_ttft, slo_tpot)
+    g, te = next_event(e, req)
+    return e, i + 1, n_good + good, n_done + done, g, te
 
   z = jnp.zeros((), jnp.int32)
-  eng, i, n_good, n_done = jax.lax.while_loop(cond, body, (eng, z, z, z))
-  _, te = next_ev(eng)
+  g, te = next_event(eng, req)
+  eng, i, n_good, n_done, _, te = jax.lax.while_loop(cond, body, (eng, z, z, z, g, te))
   hit = (i >= max_events) & (te <= horizon)
   return eng.replace(cap_hits=eng.cap_hits + hit.astype(jnp.int32)), n_good, n_done
 

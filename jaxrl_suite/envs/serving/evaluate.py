@@ -20,7 +20,13 @@ LONG_OUTPUT = 256  # "long" request for the segregation index: true output > 256
 
 
 def rollout(env, params, policy: Callable, pparams: Any, key, max_steps: int):
-  """Runs one episode of `policy(pparams, obs, key)`; returns (final_state, steps, return)."""
+  """Runs one episode of `policy(pparams, obs, key)`; returns (final_state, steps, return).
+
+  Event-driven envs (those with `act`/`finish`: ServingRoute-v0 and continuous ServingBatch-v0)
+  go through `rollout_events`, which gives the same final state as stepping `step_env`.
+  """
+  if hasattr(env, "act") and hasattr(env, "finish"):
+    return rollout_events(env, params, policy, pparams, key, max_steps)
   k_reset, k_loop = jax.random.split(key)
   obs, state = env.reset_env(k_reset, params)
 
@@ -44,8 +50,65 @@ def rollout(env, params, policy: Callable, pparams: Any, key, max_steps: int):
   return state, steps, ret
 
 
-def episode_arrays(state) -> dict[str, np.ndarray]:
-  """Per-request arrays of a final state (static or engine-based), leading batch dims kept."""
+def rollout_events(env, params, policy: Callable, pparams: Any, key, max_steps: int):
+  """`rollout` for event-driven envs with ONE flat loop: an iteration is either one GPU event or
+  (when the current decision step has no event left before its horizon) the end of that step
+  plus the next decision.
+
+  Why: `step_env` runs its events in an inner `lax.while_loop`; under `vmap` every inner loop
+  runs as long as the busiest lane's, so a batch of episodes costs sum_steps max_lanes(events).
+  Here it costs max_lanes(sum of events + decisions), which is close to the mean lane for
+  episodes of equal size. Events, decisions and PRNG keys come in the same order as in
+  `step_env`, so the final state is identical (tests/serving/test_serving_reference.py).
+  """
+  k_reset, k_loop = jax.random.split(key)
+  obs, state = env.reset_env(k_reset, params)
+  slo = (params.slo_ttft, params.slo_tpot)
+  z = jnp.zeros((), jnp.int32)
+
+  def decide(obs, state, key):
+    key, k_a, _ = jax.random.split(key, 3)
+    a = policy(pparams, obs, k_a)
+    a = jnp.where(env.action_mask(state, params)[a], a, 0)
+    state, horizon = env.act(state, a, params)
+    return state, horizon, key
+
+  state, horizon, key = decide(obs, state, k_loop)
+  g, te = engine.next_event(state.eng, state.req)
+
+  def on_event(c):
+    state, horizon, n_ev, step_good, steps, ret, done, key, g, te = c
+    eng, good, _ = engine.process_event(state.eng, state.req, params.hw, g, te, *slo)
+    return state.replace(eng=eng), horizon, n_ev + 1, step_good + good, steps, ret, done, key
+
+  def on_step_end(c):
+    state, horizon, n_ev, step_good, steps, ret, done, key, g, te = c
+    hit = (n_ev >= env.max_events) & (te <= horizon)     # as in engine.run_until
+    state = state.replace(eng=state.eng.replace(
+        cap_hits=state.eng.cap_hits + hit.astype(jnp.int32)))
+    obs, state, r, done, _ = env.finish(state, horizon, step_good, params)
+    steps = steps + 1
+    done = done | (steps >= max_steps)
+    nstate, nhorizon, nkey = decide(obs, state, key)
+    keep = lambda a, b: jax.tree.map(lambda x, y: jnp.where(done, x, y), a, b)
+    state, horizon, key = keep((state, horizon, key), (nstate, nhorizon, nkey))
+    return state, horizon, z, z, steps, ret + r, done, key
+
+  def body(c):
+    _, horizon, n_ev, *_, te = c
+    is_ev = (n_ev < env.max_events) & (te <= horizon)
+    out = jax.lax.cond(is_ev, on_event, on_step_end, c)
+    g, te = engine.next_event(out[0].eng, out[0].req)
+    return (*out, g, te)
+
+  init = (state, horizon, z, z, z, jnp.zeros((), jnp.float32), jnp.zeros((), bool), key, g, te)
+  out = jax.lax.while_loop(lambda c: ~c[6], body, init)
+  return out[0], out[4], out[5]
+
+
+def episode_arrays(state, as_numpy: bool = True) -> dict[str, Any]:
+  """Per-request arrays of a final state (static or engine-based), leading batch dims kept
+  (numpy arrays, or jax arrays inside a jitted function with as_numpy=False)."""
   req = state.req
   if hasattr(state, "eng"):
     e = state.eng
@@ -54,7 +117,7 @@ def episode_arrays(state) -> dict[str, np.ndarray]:
     d = {"status": state.status, "ttft": state.ttft, "finish": state.finish,
          "gpu": jnp.zeros_like(state.status), "npre": jnp.zeros_like(state.status)}
   d.update(arrival=req.arrival, prompt=req.prompt, output=req.output)
-  return {k: np.asarray(v) for k, v in d.items()}
+  return {k: np.asarray(v) for k, v in d.items()} if as_numpy else d
 
 
 def metrics(arr: dict[str, np.ndarray], slo_ttft: float, slo_tpot: float,

@@ -1,8 +1,11 @@
-"""Experiment plumbing shared by `experiments/serving_{batching,routing}.py`.
+"""Evaluation plumbing shared by `experiments/serving_{batching,routing}.py` and the notebook.
 
-calibrate -> tune baselines -> train RL (jaxrl_suite.algos) -> evaluate everything on later,
-unseen windows -> per-seed metrics -> CIs, ratios and verdicts. Every policy, heuristic or
-learned, goes through `evaluate.rollout` with the same windows.
+One compiled program per environment evaluates every policy: heuristics and learned networks go
+through a single *universal* policy whose params pick the family (`which`), its knobs and (for
+learned policies) the network weights, and `Evaluator` vmaps `evaluate.rollout` over a fixed
+number of lanes of (policy params, window start, load, key). So tuning a whole baseline grid at
+every load, or evaluating all seeds of all policies, is a few calls of one compiled function
+(compile time dominates quick runs on 2 CPU cores; the lanes also amortise XLA's per-op cost).
 """
 
 from __future__ import annotations
@@ -31,58 +34,124 @@ def window_starts(n_trace: int, k: int, n: int, rng: np.random.Generator | None 
   return np.linspace(0, hi, n).round().astype(np.int64)
 
 
-def make_runner(env, policy: Callable, max_steps: int):
-  """jitted fn(pparams, env_params, starts [W], rate [], keys [W]) -> batched final states.
+# ------------------------------------------------------------------------------ universal policy
 
-  Env params are an argument (not a closure) so train and test traces padded to one length
-  (`workload.pad_trace`) share one compilation.
+def universal_policy(heuristic: Callable, n_heuristics: int, net_policy: Callable) -> Callable:
+  """policy(pp, obs, key) for params {"which": int, **knobs, "net": network params}.
+
+  which < n_heuristics: `heuristic(pp, obs, key)` (itself a `lax.switch` over families);
+  which == n_heuristics: the greedy network `net_policy(pp["net"], obs, key)`.
+  Under vmap both are computed and selected (both are cheap next to an env event).
   """
 
-  def one(pparams, params, start, rate, key):
-    p = params.replace(window_start=start, rate_scale=rate, rate_mults=(1.0,))
-    state, _, _ = evaluate.rollout(env, p, policy, pparams, key, max_steps)
-    return state
+  def policy(pp, obs, key):
+    a_h = heuristic(pp, obs, key).astype(jnp.int32)
+    a_n = net_policy(pp["net"], obs, key).astype(jnp.int32)
+    return jnp.where(pp["which"] >= n_heuristics, a_n, a_h)
 
-  return jax.jit(jax.vmap(one, in_axes=(None, None, 0, None, 0)))
-
-
-def run_metrics(runner, pparams, params, starts, rate, key, slo, type_id=None):
-  keys = jax.random.split(key, len(starts))
-  st = runner(pparams, params, jnp.asarray(starts), jnp.asarray(rate, jnp.float32), keys)
-  return evaluate.batch_metrics(st, slo[0], slo[1], type_id)
+  return policy
 
 
-def slo_capacity(runner, candidates: Sequence[Any], params, starts, key, slo, trace_rate: float,
-                 target: float = 0.9, type_id=None, lo: int = -8) -> tuple[float, float]:
-  """SLO capacity: the largest arrival rate at which the best candidate baseline still meets the
-  SLO for >= `target` of requests (DistServe-style), on a grid of rate scales 2^(i/4), i >= lo.
+def with_net(knobs: dict, net_template: Any, net: Any = None, which: int | None = None) -> dict:
+  """Universal params: heuristic `knobs` (must hold "which" unless given) + network params (zeros
+  of `net_template`'s structure for heuristics)."""
+  d = dict(knobs)
+  if which is not None:
+    d["which"] = jnp.asarray(which, jnp.int32)
+  d["net"] = net if net is not None else jax.tree.map(jnp.zeros_like, net_template)
+  return d
+
+
+def stack(trees: Sequence[Any]) -> Any:
+  return jax.tree.map(lambda *x: np.stack([np.asarray(v) for v in x]), *trees)
+
+
+# ------------------------------------------------------------------------------ batched evaluation
+
+class Evaluator:
+  """Evaluates jobs (policy params, window start, rate scale, key) `lanes` at a time with ONE
+  compiled vmapped rollout (the last batch is padded), returning per-episode metrics."""
+
+  def __init__(self, env, policy: Callable, max_steps: int, lanes: int = 32):
+    self.lanes = lanes
+
+    def one(pp, params, start, rate, key):
+      p = params.replace(window_start=start, rate_scale=rate, rate_mults=(1.0,))
+      state, _, _ = evaluate.rollout(env, p, policy, pp, key, max_steps)
+      return evaluate.episode_arrays(state, as_numpy=False)
+
+    self._fn = jax.jit(jax.vmap(one, in_axes=(0, None, 0, 0, 0)))
+
+  def episodes(self, pps: Sequence[Any], params, starts, rates, keys) -> dict[str, np.ndarray]:
+    """Per-request arrays [J, K] of J episodes (all sequences of length J)."""
+    j = len(pps)
+    out = []
+    for lo in range(0, j, self.lanes):
+      idx = [min(i, j - 1) for i in range(lo, lo + self.lanes)]
+      res = self._fn(stack([pps[i] for i in idx]), params,
+                     jnp.asarray([starts[i] for i in idx], jnp.int32),
+                     jnp.asarray([rates[i] for i in idx], jnp.float32),
+                     jnp.stack([keys[i] for i in idx]))
+      n = min(self.lanes, j - lo)
+      out.append({k: np.asarray(v)[:n] for k, v in res.items()})
+    return {k: np.concatenate([o[k] for o in out]) for k in out[0]}
+
+  def metrics(self, pps, params, starts, rates, keys, slo, type_id=None) -> list[dict]:
+    """Per-episode metrics of jobs, in job order. Jobs run grouped by (load, window): lanes of
+    one batch then need similar numbers of events, and the vmapped loop runs as long as its
+    longest lane."""
+    order = sorted(range(len(pps)), key=lambda i: (float(rates[i]), int(starts[i])))
+    arr = self.episodes([pps[i] for i in order], params, [starts[i] for i in order],
+                        [rates[i] for i in order], [keys[i] for i in order])
+    out = [None] * len(pps)
+    for j, i in enumerate(order):
+      out[i] = evaluate.metrics({k: v[j] for k, v in arr.items()}, slo[0], slo[1], type_id)
+    return out
+
+  def grid(self, pps: Sequence[Any], params, starts, rates: Sequence[float], key, slo,
+           type_id=None) -> np.ndarray:
+    """Mean metrics over `starts` for every (policy, rate) pair: array [P, R] of dicts. Every
+    pair sees the same windows and keys (common random numbers)."""
+    keys = jax.random.split(key, len(starts))
+    jobs = [(p, r, w) for p in range(len(pps)) for r in range(len(rates))
+            for w in range(len(starts))]
+    ms = self.metrics([pps[p] for p, _, _ in jobs], params, [starts[w] for *_, w in jobs],
+                      [rates[r] for _, r, _ in jobs], [keys[w] for *_, w in jobs], slo, type_id)
+    out = np.empty((len(pps), len(rates)), object)
+    for p in range(len(pps)):
+      for r in range(len(rates)):
+        sel = [m for (pp, rr, _), m in zip(jobs, ms) if pp == p and rr == r]
+        out[p, r] = mean_metrics(sel)
+    return out
+
+
+def slo_capacity(ev: Evaluator, candidates: Sequence[Any], params, starts, key, slo,
+                 trace_rate: float, target: float = 0.9, type_id=None, lo: int = -8,
+                 hi: int = 24) -> tuple[float, float]:
+  """SLO capacity: the largest arrival rate at which the best candidate still meets the SLO for
+  >= `target` of requests (DistServe-style), on the grid of rate scales 2^(i/4), lo <= i <= hi.
+  Bisection over the grid (attainment falls with load), each probe one batched call.
   Returns (capacity in req/s, its rate scale)."""
-  best_scale = None
-  for i in range(lo, 25):
-    scale = 2.0 ** (i / 4)
-    att = max(mean_metrics(run_metrics(runner, pp, params, starts, scale, key, slo, type_id))[
-        "slo_attainment"] for pp in candidates)
-    if att >= target:
-      best_scale = scale
-    elif best_scale is not None:
-      break
-  best_scale = best_scale or 2.0 ** (lo / 4)
-  return best_scale * trace_rate, best_scale
+  def ok(i):
+    g = ev.grid(candidates, params, starts, [2.0 ** (i / 4)], key, slo, type_id)
+    return max(m["slo_attainment"] for m in g[:, 0]) >= target
+
+  if not ok(lo):
+    return 2.0 ** (lo / 4) * trace_rate, 2.0 ** (lo / 4)
+  a, b = lo, hi + 1                      # ok(a) holds; b is treated as failing
+  while b - a > 1:
+    m = (a + b) // 2
+    a, b = (m, b) if ok(m) else (a, m)
+  return 2.0 ** (a / 4) * trace_rate, 2.0 ** (a / 4)
 
 
 def mean_metrics(ms: Sequence[dict[str, float]]) -> dict[str, float]:
   keys = ms[0].keys()
-  return {k: float(np.nanmean([m[k] for m in ms])) for k in keys}
-
-
-def tune(runner, grid: Sequence[Any], params, starts, rate, key, slo, type_id=None):
-  """Grid search on training windows; returns (best params, best goodput, all scores)."""
-  scores = []
-  for pp in grid:
-    ms = run_metrics(runner, pp, params, starts, rate, key, slo, type_id)
-    scores.append(mean_metrics(ms)["goodput"])
-  best = int(np.nanargmax(scores))
-  return grid[best], scores[best], scores
+  out = {}
+  for k in keys:
+    v = np.array([m[k] for m in ms], np.float64)
+    out[k] = float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
+  return out
 
 
 def summarize(per_seed: Sequence[dict[str, float]]) -> dict[str, list[float]]:

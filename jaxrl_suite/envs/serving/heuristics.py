@@ -62,8 +62,10 @@ def batching_grids(levels=batching.STATIC_LEVELS):
   }
 
 
-def cap_grid(levels=batching.CAP_LEVELS):
-  return {"fixed_cap": [{"a": i} for i in range(len(levels))]}
+def cap_grid(levels=batching.CAP_LEVELS, min_cap: int = 4):
+  """Constant max_num_seqs >= min_cap (caps 1 and 2 serialise the GPU: never competitive, and
+  their episodes are the longest to simulate)."""
+  return {"fixed_cap": [{"a": i} for i in range(len(levels)) if levels[i] >= min_cap]}
 
 
 # ------------------------------------------------------------------------------ routing
@@ -183,8 +185,31 @@ def static_switch(params, obs, key):
   return jax.lax.switch(params["which"], branches, obs, key)
 
 
-def static_params(name: str, knobs: dict) -> dict:
+def static_params(name: str, knobs: dict, levels=batching.STATIC_LEVELS) -> dict:
+  """Switch params of a static family; "b" defaults to the real batch size levels[b_idx] (the
+  dispatch size of every family, idle-only included)."""
   d = dict(STATIC_KNOBS)
   d.update(knobs)
+  if "b" not in knobs:
+    d["b"] = levels[int(d["b_idx"])]
   d["which"] = STATIC_FAMILIES.index(name)
   return {k: jnp.asarray(v, jnp.float32 if k == "timeout" else jnp.int32) for k, v in d.items()}
+
+
+def cap_params(knobs: dict) -> dict:
+  """Params of `fixed_cap` with a "which" field (one family) for the universal policy."""
+  return {"which": jnp.asarray(0, jnp.int32), "a": jnp.asarray(knobs["a"], jnp.int32)}
+
+
+# Knobs that a family actually uses (what reports print).
+FAMILY_KNOBS = {"static_b": ("b",), "timeout": ("b", "timeout"), "idle_only": ("b",),
+                "fixed_cap": ("a",), "lot": ("w",), "sita": ("w", "threshold"),
+                "idle_first": ("w",), "least_work": ("c",)}
+
+
+def describe(name: str, params: dict) -> str:
+  """"B=8, timeout=0.25"-style label of a tuned baseline (only the knobs the family uses)."""
+  if name == "fixed_cap":
+    return f"max_num_seqs={batching.CAP_LEVELS[int(params['a'])]}"
+  label = {"b": "B"}
+  return ", ".join(f"{label.get(k, k)}={float(params[k]):g}" for k in FAMILY_KNOBS.get(name, ()))

@@ -108,7 +108,12 @@ class ServingRoute(environment.Environment[EnvState, EnvParams]):
                      n_good=jnp.zeros((), jnp.int32), time=jnp.zeros((), jnp.int32))
     return self.get_obs(state, params), state
 
-  def step_env(self, key, state: EnvState, action, params: EnvParams):
+  def act(self, state: EnvState, action, params: EnvParams):
+    """First half of a step: routes request `nxt` to GPU `action`; returns (state, horizon).
+
+    `step_env` = `act`, then the GPU events up to the horizon (`engine.run_until`), then
+    `finish`; `evaluate.rollout` interleaves the same three pieces lane by lane instead.
+    """
     k = self.table_size
     i = state.nxt
     has = i < k
@@ -120,14 +125,21 @@ class ServingRoute(environment.Environment[EnvState, EnvParams]):
     nxt = i + has.astype(jnp.int32)
     horizon = jnp.where(nxt < k, state.req.arrival[jnp.minimum(nxt, k - 1)],
                         state.t + params.drain_dt)
-    eng, n_good, _ = engine.run_until(eng, state.req, params.hw, horizon, self.max_events,
-                                      params.slo_ttft, params.slo_tpot)
-    state = state.replace(eng=eng, t=horizon, nxt=nxt, n_good=state.n_good + n_good,
-                          time=state.time + 1)
+    return state.replace(eng=eng, nxt=nxt), horizon
+
+  def finish(self, state: EnvState, horizon, n_good, params: EnvParams):
+    """Second half of a step, after the events up to `horizon`: (obs, state, reward, done, info)."""
+    state = state.replace(t=horizon, n_good=state.n_good + n_good, time=state.time + 1)
     done = self.is_terminal(state, params)
-    info = {"n_good": state.n_good, "cap_hits": eng.cap_hits}
+    info = {"n_good": state.n_good, "cap_hits": state.eng.cap_hits}
     return (jax.lax.stop_gradient(self.get_obs(state, params)), jax.lax.stop_gradient(state),
             n_good.astype(jnp.float32), done, info)
+
+  def step_env(self, key, state: EnvState, action, params: EnvParams):
+    state, horizon = self.act(state, action, params)
+    eng, n_good, _ = engine.run_until(state.eng, state.req, params.hw, horizon, self.max_events,
+                                      params.slo_ttft, params.slo_tpot)
+    return self.finish(state.replace(eng=eng), horizon, n_good, params)
 
   def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
     return jnp.all(state.eng.status == engine.DONE)

@@ -1,0 +1,321 @@
+"""The pipeline shared by `experiments/serving_batching.py` and `experiments/serving_routing.py`.
+
+calibrate the load -> tune every baseline family on TRAINING windows (one batched call) -> train
+RL (PPO, REINFORCE; seeds vmapped in one jit or one after another) -> evaluate baselines and
+learned policies on later, unseen windows with ONE compiled evaluator per environment
+(`harness.Evaluator` over a universal policy) -> per-seed metrics, paired ratios, verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any, Sequence
+
+from absl import flags
+import jax
+import jax.numpy as jnp
+import numpy as np
+from ml_collections import config_flags
+from tqdm import tqdm
+
+from jaxrl_suite.algos import ppo, reinforce
+from jaxrl_suite.core import stats
+from jaxrl_suite.core.networks import ActorCritic
+from jaxrl_suite.envs.serving import harness, heuristics, traces, workload
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ALGOS = {"ppo": ppo, "reinforce": reinforce}
+_FLAG_NAMES = ("config", "quick", "workdir", "eval_trace", "reuse_policies")
+
+
+def define_flags(name: str) -> dict[str, Any]:
+  """The CLI of a serving reproduction. Both scripts define the same flag names, so a second
+  import in one process (tests) replaces the first one's definitions."""
+  for f in _FLAG_NAMES:
+    if f in flags.FLAGS:
+      delattr(flags.FLAGS, f)
+  return {
+      "config": config_flags.DEFINE_config_file(
+          "config", os.path.join(ROOT, "configs", f"{name}.py"), "experiment config"),
+      "quick": flags.DEFINE_bool("quick", False, "small, fast run (CI)"),
+      "workdir": flags.DEFINE_string("workdir", f"workdirs/{name}", "work directory"),
+      "eval_trace": flags.DEFINE_string(
+          "eval_trace", None, "evaluate the saved policies (and tuned baselines) on this trace"),
+      "reuse_policies": flags.DEFINE_bool(
+          "reuse_policies", False, "evaluate the policies saved in --workdir instead of training"),
+  }
+
+
+def config_module(name: str):
+  if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+  import importlib  # pylint: disable=g-import-not-at-top
+  return importlib.import_module(f"configs.{name}")
+
+
+def get_config(name: str, fl: dict[str, Any]):
+  """--quick selects the config's quick variant (overrides given with --config.x still apply to
+  the full one)."""
+  return config_module(name).get_config("quick") if fl["quick"].value else fl["config"].value
+
+
+def enable_compilation_cache() -> None:
+  """Persistent XLA cache (as `make`/reproduce.py do): re-runs skip most compilation."""
+  jax.config.update("jax_compilation_cache_dir", os.environ.get(
+      "JAX_COMPILATION_CACHE_DIR", os.path.join(ROOT, ".jax_cache")))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
+# ------------------------------------------------------------------------------ traces
+
+def load_traces(c, eval_trace: str | None):
+  """(train, test) traces: early / late part of the shipped trace, or --eval_trace as test."""
+  train_tr, test_tr = traces.load_shipped(c.trace).split(c.train_frac)
+  if eval_trace:
+    test_tr = traces.load_trace(eval_trace)
+  return train_tr, test_tr
+
+
+def eval_setup(c, make, train_tr, test_tr, **kw):
+  """Evaluation env and its params on the train and test traces (padded to one length, so one
+  compiled evaluator serves both), the PRNG key, and the tuning (random, training part) and
+  evaluation (evenly spaced, later part) window starts. `make(table_size=, trace=, **kw)` is an
+  env factory. Returns (env, p_train, p_test, key, tune_starts, test_starts)."""
+  env, p_train = make(table_size=c.eval_table, trace=train_tr, **kw)
+  _, p_test = make(table_size=c.eval_table, trace=test_tr, **kw)
+  length = padded_length(p_train, p_test)
+  p_train = p_train.replace(trace=workload.pad_trace(p_train.trace, length))
+  p_test = p_test.replace(trace=workload.pad_trace(p_test.trace, length))
+  rng = np.random.default_rng(c.seed)
+  tune_starts = harness.window_starts(len(train_tr), c.eval_table, c.n_tune_windows, rng)
+  test_starts = harness.window_starts(len(test_tr), c.eval_table, c.n_eval_windows)
+  return env, p_train, p_test, jax.random.PRNGKey(c.seed), tune_starts, test_starts
+
+
+def main(name: str, run, fl: dict[str, Any]) -> None:
+  """Body of each script's absl `main`: config from flags, compilation cache, run."""
+  enable_compilation_cache()
+  run(get_config(name, fl), fl["quick"].value, fl["workdir"].value, fl["eval_trace"].value,
+      fl["reuse_policies"].value)
+
+
+def padded_length(*params, bucket: int = 4096) -> int:
+  """Trace length both traces are padded to: rounded up to `bucket` rows, so that runs on other
+  traces (--eval_trace) reuse the persistent compilation cache."""
+  n = max(p.trace.arrival.shape[0] for p in params)
+  return -(-n // bucket) * bucket
+
+
+def clip_stats(tr: traces.Trace, max_model_len: int = 4096, max_output: int = 2048
+               ) -> dict[str, float]:
+  """How much `Trace.clipped` (the model's 4096-token context) changes a trace."""
+  cl = tr.clipped(max_model_len, max_output)
+  changed = (cl.prompt != tr.prompt) | (cl.output != tr.output)
+  return {"requests": len(tr), "clipped_share": float(changed.mean()),
+          "prompt_tokens_removed_share": float(1 - cl.prompt.sum() / max(tr.prompt.sum(), 1)),
+          "output_tokens_removed_share": float(1 - cl.output.sum() / max(tr.output.sum(), 1))}
+
+
+def clip_line(stats_: dict[str, dict[str, float]]) -> str:
+  return ("Context clipping (Llama-2 4096-token context: output <= 2048, prompt left-truncated to "
+          "4096 - output): " + "; ".join(
+              f"{k}: {v['clipped_share']:.1%} of {v['requests']} requests clipped "
+              f"({v['prompt_tokens_removed_share']:.1%} of prompt tokens removed)"
+              for k, v in stats_.items()) + ".")
+
+
+# ------------------------------------------------------------------------------ RL
+
+def train_seeds(mod, acfg, env, params, seeds: Sequence[int], vmap_seeds: bool, desc: str):
+  """Trains one policy per seed. Returns (params stacked over seeds, curves [S, U], seconds).
+
+  vmap_seeds: all seeds in ONE jitted `vmap(train)` (one compile, lanes share each env step);
+  otherwise one compiled `train` called per seed.
+  """
+  t0 = time.time()
+  train = mod.make_train(acfg, env, params)
+  keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds])
+  if vmap_seeds:
+    print(f"{desc}: {len(seeds)} seeds vmapped in one jit", flush=True)
+    rs, met = jax.block_until_ready(jax.jit(jax.vmap(train))(keys))
+    return (rs.train_state.params, np.asarray(met["returned_episode_returns"]),
+            time.time() - t0)
+  train = jax.jit(train)
+  outs = []
+  for i in tqdm(range(len(seeds)), desc=desc):
+    rs, met = jax.block_until_ready(train(keys[i]))
+    outs.append((rs.train_state.params, np.asarray(met["returned_episode_returns"])))
+  return (jax.tree.map(lambda *x: jnp.stack(x), *[o[0] for o in outs]),
+          np.stack([o[1] for o in outs]), time.time() - t0)
+
+
+def learned_policies(c, env, params, seeds, path: str, budget: dict[str, int], reuse: bool,
+                     desc: str):
+  """Trains (or reloads) every algorithm in c.algos. Policies saved in `path` by a run with the
+  same budget, seeds, table and loads are reused; `reuse` (--eval_trace, --reuse_policies)
+  always reuses what is there. Returns (params {algo: stacked}, curves, train seconds)."""
+  run_key = json.dumps([budget, list(seeds), int(c.train_table), list(c.loads)])
+  saved = harness.load_policy(path) if os.path.exists(path) else None
+  if saved is not None and (reuse or str(saved.get("key", "")) == run_key):
+    return ({a: jax.tree.map(jnp.asarray, v) for a, v in saved["params"].items()},
+            saved["curves"], saved.get("train_time", {}))
+  learned, curves, train_time = {}, {}, {}
+  for a in c.algos:
+    acfg = c[a].copy_and_resolve_references()
+    acfg.total_timesteps = int(budget[a])
+    learned[a], cv, train_time[a] = train_seeds(ALGOS[a], acfg, env, params, seeds,
+                                                bool(c.vmap_seeds), f"{desc} train {a}")
+    curves[a] = cv.tolist()
+  harness.save_policy(path, {"params": learned, "curves": curves, "key": run_key,
+                             "train_time": train_time})
+  return learned, curves, train_time
+
+
+def net_policy(c, env, params):
+  """(policy(net, obs, key), template net params) of the network every algorithm in
+  c.algos trains (they must share hidden_sizes and activation, so one evaluator serves all)."""
+  if not c.algos:
+    return (lambda net, obs, key: jnp.zeros(obs.shape[:-1], jnp.int32)), {}
+  first = c.algos[0]
+  for a in c.algos:
+    if (tuple(c[a].hidden_sizes), c[a].activation) != (tuple(c[first].hidden_sizes),
+                                                       c[first].activation):
+      raise ValueError(f"config.{a} network (hidden_sizes, activation) differs from "
+                       f"config.{first}: one evaluator needs one architecture")
+  net = ActorCritic(int(env.num_actions), tuple(c[first].hidden_sizes), c[first].activation)
+  obs_dim = int(np.prod(env.observation_space(params).shape))
+  template = net.init(jax.random.PRNGKey(0), jnp.zeros((1, obs_dim), jnp.float32))
+  f = ALGOS[first].make_policy(c[first], env, params)
+  # Sampled by default: the trained policy IS the stochastic one. Its greedy argmax can be a
+  # different, much worse policy (in routing every seed's argmax sent everything to the H100,
+  # while the sampled policy spreads the load it was trained with).
+  greedy = bool(c.get("rl_greedy", False))
+  return (lambda net_params, obs, key: f(net_params, obs, key, greedy=greedy)), template
+
+
+# ------------------------------------------------------------------------------ tune / evaluate
+
+def tune(ev: harness.Evaluator, grids: dict[str, list], params, starts, scales: dict, key, slo,
+         type_id=None):
+  """Grid search of every family at every load on the same training windows, one batched call.
+  Returns (tuned {(family, load): params}, score {(family, load): training goodput}, #evals)."""
+  flat = [(f, i) for f, g in grids.items() for i in range(len(g))]
+  loads = list(scales)
+  res = ev.grid([grids[f][i] for f, i in flat], params, starts, [scales[l] for l in loads], key,
+                slo, type_id)
+  tuned, score = {}, {}
+  for f in grids:
+    rows = [j for j, (ff, _) in enumerate(flat) if ff == f]
+    for li, ld in enumerate(loads):
+      gp = [res[j, li]["goodput"] for j in rows]
+      best = int(np.nanargmax(gp))
+      tuned[(f, ld)] = grids[f][flat[rows[best]][1]]
+      score[(f, ld)] = float(gp[best])
+  return tuned, score, len(flat) * len(loads) * len(starts)
+
+
+def evaluate_table(ev: harness.Evaluator, tuned: dict, families: Sequence[str],
+                   learned: dict[str, Any], rl_pp, params, starts, scales: dict, seeds, slo,
+                   type_id=None) -> dict:
+  """{(policy, load): [per-seed mean metrics over `starts`]}. Baselines: one evaluation key per
+  seed (predictor noise, random routers); RL: seed i's network with the same key. All jobs go
+  through one compiled evaluator."""
+  jobs, tags = [], []
+  for ld, sc in scales.items():
+    for si, s in enumerate(seeds):
+      keys = jax.random.split(jax.random.PRNGKey(1000 + s), len(starts))
+      pols = [(f, tuned[(f, ld)]) for f in families]
+      pols += [(a, rl_pp(jax.tree.map(lambda x: x[si], net))) for a, net in learned.items()]
+      for name, pp in pols:
+        for w, st in enumerate(starts):
+          jobs.append((pp, st, sc, keys[w]))
+          tags.append((name, ld, si))
+  ms = ev.metrics([j[0] for j in jobs], params, [j[1] for j in jobs], [j[2] for j in jobs],
+                  [j[3] for j in jobs], slo, type_id)
+  groups: dict = {}
+  for t, m in zip(tags, ms):
+    groups.setdefault(t, []).append(m)
+  table: dict = {}
+  for (name, ld, si), v in groups.items():
+    table.setdefault((name, ld), [None] * len(seeds))[si] = harness.mean_metrics(v)
+  return table
+
+
+def paired_ratio(table, a: str, b: str, ld, metric: str = "goodput"):
+  x = np.array([m[metric] for m in table[(a, ld)]])
+  y = np.array([m[metric] for m in table[(b, ld)]])
+  return stats.paired_ratio_ci(x, y)
+
+
+def pick_rl(rl_train, algos: Sequence[str], ld) -> str:
+  """The RL algorithm with the best goodput on the training windows (the only one if one)."""
+  if rl_train is None or len(algos) == 1:
+    return algos[0]
+  return max(algos, key=lambda a: mean_of(rl_train, a, ld))
+
+
+def mean_of(table, p, ld, metric: str = "goodput") -> float:
+  return float(np.mean([m[metric] for m in table[(p, ld)]]))
+
+
+def within_verdict(r, tol: float = 0.01) -> str:
+  """"RL within `tol` of the tuned heuristic": reproduced if the point ratio is within tol or
+  the CI overlaps [1 - tol, 1 + tol]; contradicted if RL is better by more than tol (CI above);
+  partly reproduced if the heuristic is not beaten but RL falls short by more than tol."""
+  if abs(r[0] - 1) <= tol or (r[1] <= 1 + tol and r[2] >= 1 - tol):
+    return "reproduced"
+  return "contradicted" if r[1] > 1 + tol else "partly reproduced"
+
+
+# ------------------------------------------------------------------------------ report
+
+def results_rows(summary: dict, policies: Sequence[str], loads, prefix: str = "",
+                 segregation: bool = False) -> list[str]:
+  head = ("| policy | load | goodput (req/s) | throughput (req/s) | SLO attain. | "
+          "TTFT p50 / p99 (s) | E2E p50 / p99 (s) |" + (" segregation |" if segregation else ""))
+  rows = [head, "|---" * (8 if segregation else 7) + "|"]
+  for ld in loads:
+    for p in policies:
+      s = summary[f"{prefix}{p}@{ld}"]
+      rows.append(
+          f"| {p} | {ld} | {harness.fmt(s['goodput'])} | {harness.fmt(s['throughput'])} | "
+          f"{s['slo_attainment'][0]:.3f} | {s['ttft_p50'][0]:.2f} / {s['ttft_p99'][0]:.2f} | "
+          f"{s['e2e_p50'][0]:.2f} / {s['e2e_p99'][0]:.2f} |"
+          + (f" {s['segregation'][0]:+.2f} |" if segregation else ""))
+  return rows
+
+
+def ratio_rows(ratios: dict) -> list[str]:
+  rows = ["| pair (RL / baseline) | load | metric | ratio [95% CI] |", "|---|---|---|---|"]
+  for k, v in ratios.items():
+    pair, rest = k.split("@")
+    ld, metric = rest.split(":")
+    rows.append(f"| {pair} | {ld} | {metric} | {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}] |")
+  return rows
+
+
+def knob_line(tuned: dict) -> str:
+  """Tuned knobs per (family, load), only those the family uses (heuristics.describe)."""
+  return "; ".join(f"{k[0]}@{k[1]} {heuristics.describe(k[0], v)}" for k, v in tuned.items()
+                   if heuristics.FAMILY_KNOBS.get(k[0]))
+
+
+def plot_curves(ax, curves: dict[str, Any], prefix: str = "") -> None:
+  for a, cv in curves.items():
+    cv = np.asarray(cv, np.float64)
+    m = cv.mean(0)
+    ax.plot(m, label=f"{prefix}{a}")
+    if cv.shape[0] > 1:
+      se = cv.std(0, ddof=1) / np.sqrt(cv.shape[0])
+      ax.fill_between(np.arange(len(m)), m - 1.96 * se, m + 1.96 * se, alpha=0.15)
+  ax.set_xlabel("update")
+  ax.set_ylabel("episode return (SLO-met requests)")
+  ax.legend(fontsize=7)
+
+
+def tuned_payload(tuned: dict, prefix: str = "") -> dict:
+  return {f"{prefix}{k[0]}@{k[1]}": {kk: float(vv) for kk, vv in v.items() if kk != "net"}
+          for k, v in tuned.items()}
