@@ -148,6 +148,25 @@ def make_learner(config: ml_collections.ConfigDict, env, env_params, loss_fn: Lo
   return Learner(init, update, run, train, policy, network, vec, n_updates)
 
 
+def entry_points(loss_fn: LossFn):
+  """`(make_learner, make_train, make_policy)` of the learner whose loss is `loss_fn`.
+
+  Each takes `(config, env, env_params)`: `make_learner` returns the `Learner`, `make_train` its
+  pure `train(key) -> (runner_state, metrics)`, `make_policy` its
+  `policy(params, obs, key, mask=None, greedy=False) -> action`.
+  """
+  def learner(config, env, env_params) -> Learner:
+    return make_learner(config, env, env_params, loss_fn)
+
+  def train(config, env, env_params):
+    return learner(config, env, env_params).train
+
+  def policy(config, env, env_params):
+    return learner(config, env, env_params).policy
+
+  return learner, train, policy
+
+
 def base_config() -> ml_collections.ConfigDict:
   """Fields shared by every on-policy learner (purejaxrl's CartPole defaults)."""
   return ml_collections.ConfigDict(dict(

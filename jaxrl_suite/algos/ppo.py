@@ -44,16 +44,5 @@ def ppo_loss(params, apply_fn, batch: on_policy.Batch, config):
   return total, aux
 
 
-def make_learner(config, env, env_params) -> on_policy.Learner:
-  """The PPO learner's pure functions: init, update, run, train, policy."""
-  return on_policy.make_learner(config, env, env_params, ppo_loss)
-
-
-def make_train(config, env, env_params):
-  """Returns the pure `train(key) -> (runner_state, metrics)` of a whole PPO run."""
-  return make_learner(config, env, env_params).train
-
-
-def make_policy(config, env, env_params):
-  """`policy(params, obs, key, mask=None, greedy=False) -> action` of the network."""
-  return make_learner(config, env, env_params).policy
+# The learner's pure functions (init, update, run, train, policy) and the two shortcuts.
+make_learner, make_train, make_policy = on_policy.entry_points(ppo_loss)

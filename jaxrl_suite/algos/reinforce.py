@@ -40,16 +40,5 @@ def reinforce_loss(params, apply_fn, batch: on_policy.Batch, config):
   return total, {"loss": total, "policy_loss": pg, "value_loss": vf, "entropy": ent}
 
 
-def make_learner(config, env, env_params) -> on_policy.Learner:
-  """The REINFORCE learner's pure functions: init, update, run, train, policy."""
-  return on_policy.make_learner(config, env, env_params, reinforce_loss)
-
-
-def make_train(config, env, env_params):
-  """Returns the pure `train(key) -> (runner_state, metrics)` of a whole REINFORCE run."""
-  return make_learner(config, env, env_params).train
-
-
-def make_policy(config, env, env_params):
-  """`policy(params, obs, key, mask=None, greedy=False) -> action` of the network."""
-  return make_learner(config, env, env_params).policy
+# The learner's pure functions (init, update, run, train, policy) and the two shortcuts.
+make_learner, make_train, make_policy = on_policy.entry_points(reinforce_loss)
