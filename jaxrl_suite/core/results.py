@@ -35,11 +35,16 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 
 
 def git_commit(root: str = REPO_ROOT) -> tuple[str, bool]:
-  """Returns (commit sha or "unknown", dirty flag) of the repository at `root`."""
+  """Returns (commit sha or "unknown", dirty flag) of the repository at `root`.
+
+  `results/` is left out of the dirty check: it is what runs write, so a script that writes two
+  records (or a second script after a first) must not call its own tree dirty.
+  """
   try:
     sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                          text=True, check=True).stdout.strip()
-    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                             ":(exclude)results"], cwd=root,
                             capture_output=True, text=True, check=True).stdout.strip()
     return sha, bool(status)
   except (OSError, subprocess.CalledProcessError):
