@@ -21,6 +21,10 @@ import optax
 from flax.training.train_state import TrainState
 from gymnax.wrappers import LogWrapper
 
+# flax's orthogonal initialiser (QR) deadlocks XLA:CPU when vmapped over seeds on 2 cores;
+# this one returns the same matrices without LAPACK (see jaxrl_suite/core/initializers.py).
+from jaxrl_suite.core.initializers import orthogonal
+
 
 class _ActorCritic(nn.Module):
   num_actions: int
@@ -28,7 +32,7 @@ class _ActorCritic(nn.Module):
   @nn.compact
   def __call__(self, x):
     def dense(n, scale):
-      return nn.Dense(n, kernel_init=nn.initializers.orthogonal(scale),
+      return nn.Dense(n, kernel_init=orthogonal(scale),
                       bias_init=nn.initializers.constant(0.0))
     a = nn.tanh(dense(64, np.sqrt(2))(x))
     a = nn.tanh(dense(64, np.sqrt(2))(a))

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl_suite.core.initializers import orthogonal
 from jaxrl_suite.core.losses import MASKED_LOGIT
 
 _ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "silu": nn.silu}
@@ -27,8 +28,9 @@ def activation_fn(name: str):
 
 def _dense(features: int, scale: float) -> nn.Dense:
   # Orthogonal init with per-layer gains, as in the PPO implementation details (Huang et al.
-  # 2022): sqrt(2) hidden, 0.01 policy head, 1.0 value head.
-  return nn.Dense(features, kernel_init=nn.initializers.orthogonal(scale),
+  # 2022): sqrt(2) hidden, 0.01 policy head, 1.0 value head. Our LAPACK-free orthogonal: flax's
+  # QR deadlocks XLA:CPU's thread pool when init is vmapped over seeds (core/initializers.py).
+  return nn.Dense(features, kernel_init=orthogonal(scale),
                   bias_init=nn.initializers.constant(0.0))
 
 
@@ -83,7 +85,8 @@ class GRUActorCritic(nn.Module):
   def __call__(self, hidden, obs, reset):
     hidden = jnp.where(reset[..., None], jnp.zeros_like(hidden), hidden)
     x = MLP(self.torso_sizes, self.activation, name="embed")(obs)
-    hidden, y = nn.GRUCell(self.hidden_size, name="gru")(hidden, x)
+    gru = nn.GRUCell(self.hidden_size, recurrent_kernel_init=orthogonal(), name="gru")
+    hidden, y = gru(hidden, x)
     logits = _dense(self.num_actions, 0.01)(y)
     value = _dense(1, 1.0)(y)[..., 0]
     return hidden, logits, value

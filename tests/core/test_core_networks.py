@@ -1,5 +1,6 @@
 """Network shapes, masking and the GRU core's episode resets."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -46,3 +47,28 @@ def test_gru_resets_hidden_state_at_episode_start():
 def test_unknown_activation_is_rejected():
   with pytest.raises(ValueError, match="activation must be one of"):
     networks.activation_fn("sigmoid")
+
+
+@pytest.mark.parametrize("shape", [(4, 64), (64, 64), (64, 2), (400, 64), (3, 3, 8, 16)])
+def test_orthogonal_init_equals_flax_qr_init(shape):
+  import flax.linen as nn
+  from jaxrl_suite.core.initializers import orthogonal
+  key = jax.random.key(3)
+  ours = np.asarray(orthogonal(1.5)(key, shape))
+  chex.assert_trees_all_close(ours, np.asarray(nn.initializers.orthogonal(1.5)(key, shape)),
+                              atol=2e-5)
+  m = ours.reshape(-1, shape[-1]) / 1.5
+  gram = m.T @ m if m.shape[0] >= m.shape[1] else m @ m.T
+  np.testing.assert_allclose(gram, np.eye(gram.shape[0]), atol=1e-5)
+
+
+def test_vmapped_init_uses_no_lapack():
+  """Batched LAPACK QR deadlocks XLA:CPU's 2-thread pool (core/initializers.py): none allowed."""
+  from jaxrl_suite.core.networks import ActorCritic, GRUActorCritic
+  keys = jax.random.split(jax.random.key(0), 8)
+  ac = ActorCritic(3)
+  hlo = jax.jit(jax.vmap(lambda k: ac.init(k, jnp.zeros((1, 5))))).lower(keys).as_text()
+  gru = GRUActorCritic(3, hidden_size=16)
+  hlo += jax.jit(jax.vmap(lambda k: gru.init(k, jnp.zeros((1, 16)), jnp.zeros((1, 5)),
+                                             jnp.zeros((1,), bool)))).lower(keys).as_text()
+  assert "lapack" not in hlo and "geqrf" not in hlo.lower() and "custom_call" not in hlo

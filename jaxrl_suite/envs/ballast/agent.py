@@ -35,6 +35,7 @@ from flax.training.train_state import TrainState
 
 from jaxrl_suite.core import losses
 from jaxrl_suite.core.gae import gae
+from jaxrl_suite.core.initializers import orthogonal
 from jaxrl_suite.envs.ballast import baselines as B
 from jaxrl_suite.envs.ballast.diagnosis import reference_diagnosis
 from jaxrl_suite.envs.ballast.env import H_HIST, BallastNet, EnvParams, split_obs
@@ -167,7 +168,7 @@ class BallastAgent(nn.Module):
   def __call__(self, ft: Feats):
     h = nn.tanh(nn.Dense(self.hidden, name="r1")(ft.route))
     h = nn.tanh(nn.Dense(self.hidden, name="r2")(h))
-    route_logit = nn.Dense(1, name="r_out", kernel_init=nn.initializers.orthogonal(0.01))(h)[..., 0]
+    route_logit = nn.Dense(1, name="r_out", kernel_init=orthogonal(0.01))(h)[..., 0]
     # residual on the replanner: slots are ranked by B-replan's believed cost, and a learnable
     # rank penalty (init 2 nats per rank) makes the initial policy a noisy B-replan
     rank_w = self.param("rank_w", nn.initializers.constant(2.0), ())
