@@ -30,6 +30,7 @@ import numpy as np
 from ml_collections import config_flags
 from tqdm import tqdm
 
+from experiments import cli
 from jaxrl_suite.core import results, stats
 from jaxrl_suite.envs.ballast import agent as A
 from jaxrl_suite.envs.ballast import baselines as B
@@ -38,6 +39,7 @@ from jaxrl_suite.envs.ballast.diagnosis import diagnosis_metrics
 from jaxrl_suite.envs.ballast.rollout import make_baseline_evaluate, make_evaluate
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+cli.replace_flags(('config', 'quick', 'workdir', 'layout'))
 _CONFIG = config_flags.DEFINE_config_file(
     "config", os.path.join(_ROOT, "configs", "ballast.py"), "experiment config")
 _QUICK = flags.DEFINE_bool("quick", False, "small, fast run (CI)")

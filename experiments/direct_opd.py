@@ -39,6 +39,7 @@ import jax.numpy as jnp  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 import numpy as np  # noqa: E402
 
+from experiments import cli  # noqa: E402
 from jaxrl_suite.core import results as results_lib  # noqa: E402
 from jaxrl_suite.core import stats  # noqa: E402
 from jaxrl_suite.lm import direct_opd  # noqa: E402
@@ -50,6 +51,7 @@ from jaxrl_suite.lm import tasks as lm_tasks  # noqa: E402
 NAME = "direct_opd"
 _CONFIG_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                             "configs", "direct_opd.py")
+cli.replace_flags(("config", "quick", "workdir", "results_dir", "pretrain_only"))
 _CONFIG = config_flags.DEFINE_config_file("config", _CONFIG_PATH, "Experiment config.")
 _QUICK = flags.DEFINE_bool("quick", False, "Quick smoke-test mode (CI).")
 _WORKDIR = flags.DEFINE_string("workdir", os.path.join("workdirs", NAME), "Checkpoint cache.")

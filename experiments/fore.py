@@ -41,6 +41,9 @@ import numpy as np  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 import tqdm  # noqa: E402
 
+from experiments import cli  # noqa: E402
+
+cli.replace_flags(("config", "quick", "workdir", "results_dir"))
 _CONFIG = config_flags.DEFINE_config_file(
     "config", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                            "configs", "fore.py"), "FORE reproduction config.")

@@ -21,6 +21,7 @@ import numpy as np
 from ml_collections import config_flags
 from tqdm import tqdm
 
+from experiments import cli
 from jaxrl_suite.algos import ppo, reinforce
 from jaxrl_suite.core import stats
 from jaxrl_suite.core.networks import ActorCritic
@@ -34,9 +35,7 @@ _FLAG_NAMES = ("config", "quick", "workdir", "eval_trace", "reuse_policies")
 def define_flags(name: str) -> dict[str, Any]:
   """The CLI of a serving reproduction. Both scripts define the same flag names, so a second
   import in one process (tests) replaces the first one's definitions."""
-  for f in _FLAG_NAMES:
-    if f in flags.FLAGS:
-      delattr(flags.FLAGS, f)
+  cli.replace_flags(_FLAG_NAMES)
   return {
       "config": config_flags.DEFINE_config_file(
           "config", os.path.join(ROOT, "configs", f"{name}.py"), "experiment config"),
