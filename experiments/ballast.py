@@ -111,6 +111,11 @@ def _fmt(x, nd=2):
   return "nan" if x is None or not np.isfinite(x) else f"{x:.{nd}f}"
 
 
+def _pct_ci(s: dict) -> str:
+  """A saving record {"saving", "ci": (lo, hi)} as "12.3% [11.0, 13.6]"."""
+  return f"{100 * s['saving']:.1f}% [{100 * s['ci'][0]:.1f}, {100 * s['ci'][1]:.1f}]"
+
+
 def run(c, quick: bool, workdir: str, layout_path: str | None = None,
         results_dir: str | None = None) -> dict:
   t0 = time.time()
@@ -397,10 +402,9 @@ def _write_sweep(c, sweep, quick, t0, results_dir):
   for dt_min, r in sorted(sweep.items(), key=lambda kv: float(kv[0])):
     a, b, m, sc = (r["oracle_vs_replan_blocked"], r["oracle_vs_tabu_blocked"], r["mean_steps"],
                    r["success"])
-    md.append(f"| {float(dt_min):g} | {100 * a['saving']:.1f}% [{100 * a['ci'][0]:.1f}, "
-              f"{100 * a['ci'][1]:.1f}] | {100 * b['saving']:.1f}% [{100 * b['ci'][0]:.1f}, "
-              f"{100 * b['ci'][1]:.1f}] | {m['oracle']:.2f} / {m['replan']:.2f} / "
-              f"{m['tabu']:.2f} | {sc['oracle']:.2f} / {sc['replan']:.2f} / {sc['tabu']:.2f} |")
+    md.append(f"| {float(dt_min):g} | {_pct_ci(a)} | {_pct_ci(b)} | {m['oracle']:.2f} / "
+              f"{m['replan']:.2f} / {m['tabu']:.2f} | {sc['oracle']:.2f} / {sc['replan']:.2f} / "
+              f"{sc['tabu']:.2f} |")
   results.write_results(NAME + "_dt_sweep", mode="quick" if quick else "full", config=c,
                         seeds=[c.seed], claims=claims, wall_time_s=time.time() - t0,
                         payload={"dt_sweep": sweep}, markdown="\n".join(md),
@@ -460,10 +464,8 @@ def _markdown(c, table, diag, sweep, v2, gen, t_train, rl_seed_rows, failures) -
           "|---|---|---|---|"]
   for dt_min, s in sorted(sweep.items(), key=lambda kv: float(kv[0])):
     a, b, m = s["oracle_vs_replan_blocked"], s["oracle_vs_tabu_blocked"], s["mean_steps"]
-    out.append(f"| {float(dt_min):g} | {100 * a['saving']:.1f}% [{100 * a['ci'][0]:.1f}, "
-               f"{100 * a['ci'][1]:.1f}] | {100 * b['saving']:.1f}% [{100 * b['ci'][0]:.1f}, "
-               f"{100 * b['ci'][1]:.1f}] | {m['oracle']:.2f} / {m['replan']:.2f} / "
-               f"{m['tabu']:.2f} |")
+    out.append(f"| {float(dt_min):g} | {_pct_ci(a)} | {_pct_ci(b)} | {m['oracle']:.2f} / "
+               f"{m['replan']:.2f} / {m['tabu']:.2f} |")
   if v2 is not None:
     out += ["", "## Task v2 (stability target, two pumps): greedy controllers", "",
             "| regime | oracle-v2 steps | replan-v2 steps | oracle saving |", "|---|---|---|---|"]
@@ -472,7 +474,7 @@ def _markdown(c, table, diag, sweep, v2, gen, t_train, rl_seed_rows, failures) -
       out.append(f"| {rname} | {_fmt(a['steps'])} [{_fmt(a['ci'][0])}, {_fmt(a['ci'][1])}] "
                  f"succ {_fmt(a['success'])} | {_fmt(b['steps'])} [{_fmt(b['ci'][0])}, "
                  f"{_fmt(b['ci'][1])}] succ {_fmt(b['success'])} | "
-                 f"{100 * s['saving']:.1f}% [{100 * s['ci'][0]:.1f}, {100 * s['ci'][1]:.1f}] |")
+                 f"{_pct_ci(s)} |")
   if gen is not None:
     out += ["", f"## Generalisation: agent trained on {c.layout}, evaluated on "
             f"`{gen['layout']}` (never seen)", "", "| regime | policy | steps | success |",

@@ -78,6 +78,16 @@ def bench(num_envs: int, k: int, ref_windows: int, rate: float) -> dict:
           "table": k}
 
 
+def _jax_requests_per_s(one, starts) -> float:
+  """Finished requests per second of `vmap(one)(starts, keys)`, timed after a warm-up call."""
+  f = jax.jit(jax.vmap(one))
+  args = (jnp.asarray(starts), jax.random.split(jax.random.PRNGKey(0), len(starts)))
+  jax.block_until_ready(f(*args))
+  t = time.time()
+  done = jax.block_until_ready(f(*args))
+  return float(done.sum()) / (time.time() - t)
+
+
 def bench_static(num_envs: int, k: int, ref_windows: int, rate: float = 0.2, b: int = 8) -> dict:
   """Static batching (ServingBatch-v0 static mode), idle-only dispatch of up to b requests."""
   from jaxrl_suite.envs.serving import batching
@@ -91,12 +101,7 @@ def bench_static(num_envs: int, k: int, ref_windows: int, rate: float = 0.2, b: 
     st, _, _ = evaluate.rollout(env, pp, heuristics.idle_only, {"b_idx": b_idx}, key, 20 * k)
     return jnp.sum(st.status == 3)
 
-  f = jax.jit(jax.vmap(one))
-  keys = jax.random.split(jax.random.PRNGKey(0), num_envs)
-  jax.block_until_ready(f(jnp.asarray(starts), keys))
-  t = time.time()
-  done = jax.block_until_ready(f(jnp.asarray(starts), keys))
-  jax_rps = float(done.sum()) / (time.time() - t)
+  jax_rps = _jax_requests_per_s(one, starts)
   clipped = tr.clipped(4096, 2048)
   n_ref, t = 0, time.time()
   for s in starts[np.linspace(0, num_envs - 1, ref_windows).astype(int)]:
@@ -123,12 +128,7 @@ def bench_continuous(num_envs: int, k: int, ref_windows: int, rate: float = 1.0,
     st, _, _ = evaluate.rollout(env, pp, heuristics.fixed_cap, {"a": cap_idx}, key, 20 * k)
     return jnp.sum(st.eng.status == 3)
 
-  f = jax.jit(jax.vmap(one))
-  keys = jax.random.split(jax.random.PRNGKey(0), num_envs)
-  jax.block_until_ready(f(jnp.asarray(starts), keys))
-  t = time.time()
-  done = jax.block_until_ready(f(jnp.asarray(starts), keys))
-  jax_rps = float(done.sum()) / (time.time() - t)
+  jax_rps = _jax_requests_per_s(one, starts)
   clipped = tr.clipped(4096, 2048)
   cap = batching.CAP_LEVELS[cap_idx]
   n_ref, t = 0, time.time()

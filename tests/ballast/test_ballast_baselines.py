@@ -67,7 +67,10 @@ def test_replan_routes_around_a_single_blocked_edge():
   # every wasted step is a failed probe, all of them through the blocked main (a CTP replanner
   # learns one failure set per probe); once water flows it keeps a route around the blockage
   fails = [a for a, r in zip(acts, ratios) if r < 0.1]
-  assert 1 <= len(fails) <= 4 and all(re[a, e_block] for a in fails)
+  # measured on this hand-made case: 4 distinct believed-cheaper routes through the blocked main
+  # are probed before a bypass (a regression pin; the oracle check below gives the same count)
+  assert len(fails) == 4 and len(set(fails)) == len(fails)
+  assert all(re[a, e_block] for a in fails)
   assert all(not re[a, e_block] for a, r in zip(acts, ratios) if r >= 0.1)
   acts_o, _, _, st_o = _run("oracle", s_blk, PARAMS.replace(reveal_clog=True))
   assert bool(st_o.success) and len(acts) == len(acts_o) + len(fails)
@@ -88,7 +91,8 @@ def test_tabu_is_never_better_than_replan_on_a_blocked_main():
   assert bool(st_r.success) and bool(st_t.success)
   fails_r = sum(r < 0.1 for r in ratios_r)
   fails_t = sum(r < 0.1 for r in ratios_t)
-  assert 1 <= fails_r <= fails_t
+  assert fails_r == 4   # same case as test_replan_routes_around_a_single_blocked_edge
+  assert fails_t >= fails_r
   assert len(acts_t) >= len(acts_r)
   # tabu bans only exact routes: it never repeats a failed route, but may reuse the blockage
   failed_t = [a for a, r in zip(acts_t, ratios_t) if r < 0.1]
