@@ -102,3 +102,48 @@ def test_float32_close_to_reference():
                                  np.asarray(req.output))
   out = ref.run_routing(lambda sim, i: i % 4)
   np.testing.assert_allclose(np.asarray(st.eng.finish), out["finish"], rtol=1e-4, atol=1e-3)
+
+
+def _obs_trace(env, p, policy, n_steps):
+  """Observations and rewards of `n_steps` decisions through `step_env` (no auto-reset)."""
+  def step(c, key):
+    obs, state = c
+    a = policy(obs)
+    obs, state, r, _, _ = env.step_env(key, state, a, p)
+    return (obs, state), (obs, r)
+
+  obs, state = env.reset_env(jax.random.PRNGKey(1), p)
+  (_, state), (obs_seq, rew) = jax.lax.scan(step, (obs, state),
+                                            jax.random.split(jax.random.PRNGKey(2), n_steps))
+  return state, obs_seq, rew
+
+
+@pytest.mark.parametrize("mode", ["routing", "continuous"])
+def test_decode_fast_forward_is_invisible(mode):
+  """Decode spans (engine.py) change nothing a policy or a metric can see: every observation,
+  reward and per-request time equals one-event-per-iteration simulation, with far fewer events."""
+  out = {}
+  with jax.enable_x64(True):
+    for ff in (False, True):
+      if mode == "routing":
+        env, p = routing.make_routing(table_size=48, trace=CONV, train_frac=None,
+                                      max_events=100_000, fast_forward=ff)
+        p = p.replace(window_start=40, rate_scale=3.0, pred_acc=1.0)
+        # least expected work reads the decode-token and KV features that spans advance
+        lw = heuristics.make_router("least_work", env.n_gpus)
+        pol = lambda obs: lw({"c": 0.5}, obs, None)
+      else:
+        env, p = batching.make_batching("continuous", table_size=48, trace=CONV,
+                                        train_frac=None, max_events=100_000, fast_forward=ff)
+        p = p.replace(window_start=300, rate_scale=2.0, pred_acc=1.0)
+        # cap level from the observed KV use and queue: the policy reacts to span-internal state
+        pol = lambda obs: jax.numpy.int32(obs[4] * 7 + obs[0] * 3) % env.num_actions
+      state, obs, rew = jax.jit(lambda: _obs_trace(env, p, pol, 120))()
+      out[ff] = (state, obs, rew)
+  (s0, o0, r0), (s1, o1, r1) = out[False], out[True]
+  assert int(s1.eng.n_events) * 3 < int(s0.eng.n_events)       # spans really happen
+  np.testing.assert_allclose(np.asarray(o1), np.asarray(o0), rtol=1e-9, atol=1e-9)
+  np.testing.assert_array_equal(np.asarray(r1), np.asarray(r0))
+  np.testing.assert_allclose(np.asarray(s1.eng.finish), np.asarray(s0.eng.finish), rtol=1e-9,
+                             atol=1e-9)
+  np.testing.assert_array_equal(np.asarray(s1.eng.n_iter), np.asarray(s0.eng.n_iter))

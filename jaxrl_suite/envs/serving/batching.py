@@ -188,10 +188,11 @@ class ContinuousBatching(environment.Environment[ContState, EnvParams]):
   """ServingBatch-v0, continuous mode (see module docstring)."""
 
   def __init__(self, table_size: int = 128, max_events: int = 256,
-               num_levels: int = len(CAP_LEVELS)):
+               num_levels: int = len(CAP_LEVELS), fast_forward: bool = True):
     super().__init__()
     self.table_size = table_size
     self.max_events = max_events
+    self.fast_forward = fast_forward  # decode spans (engine.py); False: one event per iteration
     self._num_levels = num_levels
 
   @property
@@ -238,7 +239,7 @@ class ContinuousBatching(environment.Environment[ContState, EnvParams]):
   def step_env(self, key, s: ContState, action, params):
     s, horizon = self.act(s, action, params)
     eng, n_good, _ = engine.run_until(s.eng, s.req, params.hw, horizon, self.max_events,
-                                      params.slo_ttft, params.slo_tpot)
+                                      params.slo_ttft, params.slo_tpot, self.fast_forward)
     return self.finish(s.replace(eng=eng), horizon, n_good, params)
 
   def is_terminated(self, s, params):
@@ -251,7 +252,8 @@ class ContinuousBatching(environment.Environment[ContState, EnvParams]):
     return jnp.ones((self._num_levels,), bool)
 
   def get_obs(self, s: ContState, params, key=None):
-    eng, req, t = s.eng, s.req, s.t
+    req, t = s.req, s.t
+    eng = engine.at_time(s.eng, req, params.hw, t)   # inside decode spans: as seen at t
     f = lambda x: jnp.asarray(x, jnp.float32)
     waiting = (eng.status == engine.WAITING) & (req.arrival <= t)
     running = eng.status == engine.RUNNING
@@ -286,12 +288,12 @@ def default_params(mode: str = "static", gpu: str = "A100-7B",
 
 
 def make_batching(mode: str = "static", table_size: int = 128, max_events: int = 256,
-                  **param_overrides: Any):
+                  fast_forward: bool = True, **param_overrides: Any):
   """Factory for `ServingBatch-v0`: returns (env, env_params). mode: "static" | "continuous"."""
   if mode not in ("static", "continuous"):
     raise ValueError(f"mode must be 'static' or 'continuous', got {mode!r}")
   params = default_params(mode, **param_overrides)
   n = int(params.levels.shape[0])
   env = (StaticBatching(table_size, n) if mode == "static"
-         else ContinuousBatching(table_size, max_events, n))
+         else ContinuousBatching(table_size, max_events, n, fast_forward))
   return env, params

@@ -29,6 +29,29 @@ emits the first token); a request with gen == o finishes.
 Events are processed in time order (ties: lowest GPU index) up to a horizon (the next decision
 time) with a bounded `lax.while_loop`; an idle GPU wakes at the earliest arrival among its waiting
 requests.
+
+Decode fast-forward (exact, on by default). Most iterations are pure decode: every running request
+has finished its prefill, nobody is admitted, and each of the n_d decoders emits one token. Such an
+iteration repeats with the same batch until a request finishes, KV might run out, a new request
+could be admitted or the decision horizon passes, so `schedule` books n of them as ONE event
+("span") of n repetitions. Iteration j of the span (j = 0..n-1) has decode context S + n_d j, so
+the span lasts
+
+  f(n) = sum_{j<n} (c0 + beta (S + n_d j)) = n c0 + beta (n S + n_d n (n - 1) / 2),
+  c0 = t_ovh + max(t_w, alpha n_d),
+
+and n = min(n_fin, n_kv, k_b + 1) with n_fin the fewest tokens any decoder still needs, n_kv =
+16 floor(free blocks / n_d) + 1 (each decoder gains at most ceil(j/16) blocks in j iterations, so
+the KV check cannot preempt inside the span) and k_b the number of span boundaries at or before
+min(horizon, next future arrival on the GPU). Admission cannot succeed at a skipped boundary: the
+first arrived waiting request failed now, and its tests (running count vs cap, free blocks vs
+watermark, token budget) only get harder while the batch is unchanged; new arrivals and cap
+changes come only at decisions (the horizon) or at the future-arrival bound. A span may end after
+the horizon (its last iteration is the one running at the decision, as event by event), so
+observations read the engine through `at_time(eng, req, hw, t)`, which reports the tokens,
+KV blocks and iteration count the span has reached by time t. `reference_sim.py` has no
+fast-forward: the reference tests check that both give the same per-request times. Why: it cuts
+the events per episode several-fold (bench_serving prints both counts).
 """
 
 from __future__ import annotations
@@ -96,7 +119,10 @@ class Engine:
   kv_used: jax.Array   # int32 [N] blocks held by running requests (after the last schedule)
   kv_peak: jax.Array   # int32 [N]
   n_iter: jax.Array    # int32 [N]
+  reps: jax.Array      # int32 [N] iterations in the GPU's current event (> 1: a decode span)
+  t_start: jax.Array   # float [N] start time of the GPU's current event
   last_event: jax.Array  # float [], time of the last processed event (monotone)
+  n_events: jax.Array  # int32 [], events processed (iterations or decode spans)
   cap_hits: jax.Array  # int32 [], decisions whose event loop hit its iteration cap
 
 
@@ -109,8 +135,10 @@ def init_engine(req: Requests, n_gpus: int, cap: jax.Array) -> Engine:
                 busy=jnp.zeros((n_gpus,), bool), iter_end=jnp.full((n_gpus,), INF, fz.dtype),
                 cap=jnp.broadcast_to(jnp.asarray(cap, jnp.int32), (n_gpus,)),
                 kv_used=jnp.zeros((n_gpus,), jnp.int32), kv_peak=jnp.zeros((n_gpus,), jnp.int32),
-                n_iter=jnp.zeros((n_gpus,), jnp.int32),
-                last_event=jnp.asarray(0.0, fz.dtype), cap_hits=jnp.zeros((), jnp.int32))
+                n_iter=jnp.zeros((n_gpus,), jnp.int32), reps=jnp.ones((n_gpus,), jnp.int32),
+                t_start=jnp.zeros((n_gpus,), fz.dtype),
+                last_event=jnp.asarray(0.0, fz.dtype), n_events=jnp.zeros((), jnp.int32),
+                cap_hits=jnp.zeros((), jnp.int32))
 
 
 def _cumsum(x, dtype):
@@ -136,6 +164,35 @@ def _blocks(tokens):
   return (tokens + cost_model.BLOCK_TOKENS - 1) // cost_model.BLOCK_TOKENS
 
 
+def decode_span_time(c0, beta, s, nd, k):
+  """f(k) = sum_{j<k} (c0 + beta (s + nd j)): duration of k pure-decode iterations of nd requests
+  whose first iteration has decode context sum s (module docstring)."""
+  k = jnp.asarray(k).astype(c0.dtype)
+  return k * c0 + beta * (k * s + nd * k * (k - 1) / 2)
+
+
+def decode_steps_within(c0, beta, s, nd, h, k_max):
+  """Largest k in [0, k_max] with f(k) <= h (f as in `decode_span_time`; h may be inf).
+
+  Root of beta nd/2 k^2 + (c0 + beta s - beta nd/2) k = h in the cancellation-free form
+  2h / (B + sqrt(B^2 + 4 A h)), then one step of correction each way against f itself, so the
+  result is consistent with the end times the span uses.
+  """
+  ft = c0.dtype
+  a = beta * nd.astype(ft) / 2
+  b = c0 + beta * s.astype(ft) - a
+  finite = jnp.isfinite(h)
+  hc = jnp.where(finite, jnp.maximum(h, 0.0), 0.0)
+  root = 2 * hc / (b + jnp.sqrt(b * b + 4 * a * hc))
+  k_max = jnp.asarray(k_max, jnp.int32)
+  k = jnp.where(finite, jnp.minimum(jnp.floor(root), k_max.astype(ft)), k_max.astype(ft))
+  k = k.astype(jnp.int32)
+  f = lambda k: decode_span_time(c0, beta, s, nd, k)
+  k = jnp.where(f(k) > h, k - 1, k)
+  k = jnp.where((k < k_max) & (f(k + 1) <= h), k + 1, k)
+  return jnp.clip(k, 0, k_max)
+
+
 def kv_need(eng: Engine, req: Requests) -> jax.Array:
   """KV tokens a running request holds: pt while prefilling, p + gen while decoding."""
   return jnp.where(eng.pf < eng.pt, eng.pt, req.prompt + eng.gen)
@@ -156,7 +213,8 @@ def complete(eng: Engine, req: Requests, g, te):
   prefilling = eng.pf < eng.pt
   pf = jnp.where(mem & prefilling, eng.pf + eng.chunk, eng.pf)
   tok = mem & jnp.where(prefilling, pf >= eng.pt, True)
-  gen = eng.gen + tok.astype(jnp.int32)
+  # a decode span emits `reps` tokens per member (prefilling iterations are never spans)
+  gen = eng.gen + tok.astype(jnp.int32) * _pick(eng.reps, g)
   ttft = jnp.where(tok & (eng.ttft < 0), te, eng.ttft)
   done = tok & (gen >= req.output)
   return eng.replace(pf=pf.astype(jnp.int32), gen=gen.astype(jnp.int32), ttft=ttft,
@@ -165,8 +223,13 @@ def complete(eng: Engine, req: Requests, g, te):
                      chunk=jnp.where(eng.gpu == g, 0, eng.chunk)), done
 
 
-def schedule(eng: Engine, req: Requests, hw: Hardware, g, t) -> Engine:
-  """Plans GPU g's next iteration at time t (preempt, admit, allocate tokens, set its end)."""
+def schedule(eng: Engine, req: Requests, hw: Hardware, g, t, horizon=INF,
+             fast_forward: bool = True) -> Engine:
+  """Plans GPU g's next iteration at time t (preempt, admit, allocate tokens, set its end).
+
+  With `fast_forward`, a pure-decode iteration is booked as a span of n identical iterations that
+  stops at the first boundary after `horizon` at the latest (module docstring).
+  """
   mine = eng.gpu == g
   cap_blocks = _pick(hw.kv_blocks, g)
   # 1. KV check of the running set; keep the largest FCFS prefix that fits (= preempt newest).
@@ -212,13 +275,64 @@ def schedule(eng: Engine, req: Requests, hw: Hardware, g, t) -> Engine:
   kv = used + jnp.sum(jnp.where(admit, _blocks(pt), 0))
   i32 = lambda x: x.astype(jnp.int32)
   kv = i32(kv)
+  end, reps, kv_last = t + dur, jnp.ones((), jnp.int32), kv
+  if fast_forward:
+    # 5. Decode span: n identical pure-decode iterations as one event (module docstring).
+    nd = jnp.sum(dec)
+    pure = busy & ~jnp.any(pref)
+    c0 = _pick(hw.t_ovh, g) + jnp.maximum(_pick(hw.t_w, g), _pick(hw.alpha, g) * nd.astype(ft))
+    beta = _pick(hw.beta, g)
+    big = jnp.iinfo(jnp.int32).max // 4
+    n_fin = jnp.min(jnp.where(dec, req.output - eng.gen, big))
+    n_kv = cost_model.BLOCK_TOKENS * (free // jnp.maximum(nd, 1)) + 1
+    a_next = jnp.min(jnp.where(mine & (status == WAITING) & (req.arrival > t), req.arrival, INF))
+    k_max = jnp.maximum(jnp.minimum(n_fin, n_kv) - 1, 0)
+    k_b = decode_steps_within(c0, beta, sum_ctx, nd, jnp.minimum(horizon, a_next) - t, k_max)
+    n = jnp.where(pure, k_b + 1, 1)
+    span = n > 1
+    end = jnp.where(span, t + decode_span_time(c0, beta, sum_ctx, nd, n), end)
+    reps = i32(n)
+    kv_last = i32(jnp.where(span, jnp.sum(jnp.where(dec, _blocks(req.prompt + eng.gen + n - 1), 0)),
+                            kv))
   return eng.replace(status=i32(status), pt=i32(pt), pf=i32(pf), chunk=i32(chunk),
                      npre=i32(eng.npre + pre),
                      busy=_put(eng.busy, g, busy),
-                     iter_end=_put(eng.iter_end, g, jnp.where(busy, t + dur, INF)),
+                     iter_end=_put(eng.iter_end, g, jnp.where(busy, end, INF)),
                      kv_used=_put(eng.kv_used, g, kv),
-                     kv_peak=_put(eng.kv_peak, g, jnp.maximum(_pick(eng.kv_peak, g), kv)),
-                     n_iter=_put(eng.n_iter, g, _pick(eng.n_iter, g) + busy.astype(jnp.int32)))
+                     kv_peak=_put(eng.kv_peak, g, jnp.maximum(_pick(eng.kv_peak, g), kv_last)),
+                     n_iter=_put(eng.n_iter, g, _pick(eng.n_iter, g) + jnp.where(busy, reps, 0)),
+                     reps=_put(eng.reps, g, jnp.where(busy, reps, 1)),
+                     t_start=_put(eng.t_start, g, t))
+
+
+def at_time(eng: Engine, req: Requests, hw: Hardware, t) -> Engine:
+  """The engine as event-by-event simulation shows it at time t (inside decode spans).
+
+  A span booked at t_start with n = reps iterations has completed k(t) = max{k < n: t_start +
+  f(k) <= t} of them by t; its members have then emitted k more tokens, hold the KV blocks of that
+  context, and the GPU is in iteration k (ending at t_start + f(k + 1)). Everything else is
+  unchanged. Observations use this view; it is a view, not a state to step from.
+  """
+  n = eng.busy.shape[0]
+  onehot = eng.gpu[:, None] == jnp.arange(n)[None, :]                      # [K, N]
+  mem = (eng.status == RUNNING) & (eng.chunk > 0) & (eng.pf >= eng.pt)
+  memg = onehot & mem[:, None]
+  ft = eng.iter_end.dtype
+  nd = jnp.sum(memg, axis=0)
+  s = jnp.sum(jnp.where(memg, (req.prompt + eng.gen)[:, None], 0), axis=0)
+  c0 = hw.t_ovh + jnp.maximum(hw.t_w, hw.alpha * nd.astype(ft))
+  span = eng.busy & (eng.reps > 1)
+  k = decode_steps_within(c0, hw.beta, s, nd, t - eng.t_start, jnp.maximum(eng.reps - 1, 0))
+  k = jnp.where(span, k, 0)
+  k_req = jnp.sum(jnp.where(memg, k[None, :], 0), axis=1)
+  gen = eng.gen + k_req
+  kv = jnp.sum(jnp.where(memg, _blocks(req.prompt + gen)[:, None], 0), axis=0)
+  return eng.replace(
+      gen=gen.astype(jnp.int32),
+      kv_used=jnp.where(span, kv, eng.kv_used).astype(jnp.int32),
+      iter_end=jnp.where(span, eng.t_start + decode_span_time(c0, hw.beta, s, nd, k + 1),
+                         eng.iter_end),
+      n_iter=jnp.where(span, eng.n_iter - eng.reps + k + 1, eng.n_iter).astype(jnp.int32))
 
 
 def next_event(eng: Engine, req: Requests):
@@ -227,20 +341,21 @@ def next_event(eng: Engine, req: Requests):
   return jnp.argmin(ev), jnp.min(ev)
 
 
-def process_event(eng: Engine, req: Requests, hw: Hardware, g, te, slo_ttft, slo_tpot):
-  """Ends GPU g's iteration at te and schedules its next one.
+def process_event(eng: Engine, req: Requests, hw: Hardware, g, te, slo_ttft, slo_tpot,
+                  horizon=INF, fast_forward: bool = True):
+  """Ends GPU g's iteration (or decode span) at te and schedules its next one.
 
   Returns (engine, requests finished within the SLO, requests finished) by this event.
   """
   eng, done = complete(eng, req, g, te)
   good = done & slo_met(eng, req, slo_ttft, slo_tpot)
-  eng = schedule(eng, req, hw, g, te)
-  eng = eng.replace(last_event=jnp.maximum(eng.last_event, te))
+  eng = schedule(eng, req, hw, g, te, horizon, fast_forward)
+  eng = eng.replace(last_event=jnp.maximum(eng.last_event, te), n_events=eng.n_events + 1)
   return eng, jnp.sum(good).astype(jnp.int32), jnp.sum(done).astype(jnp.int32)
 
 
 def run_until(eng: Engine, req: Requests, hw: Hardware, horizon, max_events: int,
-              slo_ttft, slo_tpot):
+              slo_ttft, slo_tpot, fast_forward: bool = True):
   """Processes GPU events with time <= horizon (at most `max_events`).
 
   The next event (g, te) is carried in the loop state, so `event_times` runs once per event.
@@ -252,7 +367,7 @@ def run_until(eng: Engine, req: Requests, hw: Hardware, horizon, max_events: int
 
   def body(c):
     e, i, n_good, n_done, g, te = c
-    e, good, done = process_event(e, req, hw, g, te, slo_ttft, slo_tpot)
+    e, good, done = process_event(e, req, hw, g, te, slo_ttft, slo_tpot, horizon, fast_forward)
     g, te = next_event(e, req)
     return e, i + 1, n_good + good, n_done + done, g, te
 

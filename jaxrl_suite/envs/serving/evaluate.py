@@ -78,7 +78,8 @@ def rollout_events(env, params, policy: Callable, pparams: Any, key, max_steps: 
 
   def on_event(c):
     state, horizon, n_ev, step_good, steps, ret, done, key, g, te = c
-    eng, good, _ = engine.process_event(state.eng, state.req, params.hw, g, te, *slo)
+    eng, good, _ = engine.process_event(state.eng, state.req, params.hw, g, te, *slo, horizon,
+                                        getattr(env, "fast_forward", True))
     return state.replace(eng=eng), horizon, n_ev + 1, step_good + good, steps, ret, done, key
 
   def on_step_end(c):

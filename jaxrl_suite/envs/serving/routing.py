@@ -71,11 +71,13 @@ def _type_onehot(type_id):
 class ServingRoute(environment.Environment[EnvState, EnvParams]):
   """Heterogeneous-GPU request routing; see the module docstring for the MDP."""
 
-  def __init__(self, n_gpus: int = 4, table_size: int = 128, max_events: int = 256):
+  def __init__(self, n_gpus: int = 4, table_size: int = 128, max_events: int = 256,
+               fast_forward: bool = True):
     super().__init__()
     self.n_gpus = n_gpus
     self.table_size = table_size
     self.max_events = max_events
+    self.fast_forward = fast_forward  # decode spans (engine.py); False: one event per iteration
 
   @property
   def name(self) -> str:
@@ -138,7 +140,7 @@ class ServingRoute(environment.Environment[EnvState, EnvParams]):
   def step_env(self, key, state: EnvState, action, params: EnvParams):
     state, horizon = self.act(state, action, params)
     eng, n_good, _ = engine.run_until(state.eng, state.req, params.hw, horizon, self.max_events,
-                                      params.slo_ttft, params.slo_tpot)
+                                      params.slo_ttft, params.slo_tpot, self.fast_forward)
     return self.finish(state.replace(eng=eng), horizon, n_good, params)
 
   def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
@@ -153,7 +155,8 @@ class ServingRoute(environment.Environment[EnvState, EnvParams]):
 
   def get_obs(self, state: EnvState, params: EnvParams, key=None) -> jax.Array:
     n, k = self.n_gpus, self.table_size
-    eng, req, hw = state.eng, state.req, params.hw
+    req, hw = state.req, params.hw
+    eng = engine.at_time(state.eng, req, hw, state.t)   # inside decode spans: as seen at t
     pred_tok = jnp.asarray(workload.BUCKET_TOKENS)[req.pred]
     load = engine.gpu_load(eng, req, n, pred_tok)
     f = lambda x: x.astype(jnp.float32)
@@ -199,9 +202,10 @@ def default_params(cluster: Sequence[str] = DEFAULT_CLUSTER, trace: str | traces
 
 
 def make_routing(n_gpus: int | None = None, table_size: int = 128, max_events: int = 256,
-                 cluster: Sequence[str] = DEFAULT_CLUSTER, **param_overrides: Any):
+                 cluster: Sequence[str] = DEFAULT_CLUSTER, fast_forward: bool = True,
+                 **param_overrides: Any):
   """Factory for `ServingRoute-v0`: returns (env, env_params)."""
   if n_gpus is not None and n_gpus != len(cluster):
     raise ValueError(f"n_gpus={n_gpus} does not match cluster {cluster}")
-  env = ServingRoute(len(cluster), table_size, max_events)
+  env = ServingRoute(len(cluster), table_size, max_events, fast_forward)
   return env, default_params(cluster=cluster, **param_overrides)
