@@ -305,6 +305,19 @@ def schedule(eng: Engine, req: Requests, hw: Hardware, g, t, horizon=INF,
                      t_start=_put(eng.t_start, g, t))
 
 
+def _gpu_onehot(eng: Engine, dtype) -> jax.Array:
+  """[K, N] float one-hot of each request's GPU (rows of unrouted requests are zero)."""
+  return (eng.gpu[:, None] == jnp.arange(eng.busy.shape[0])[None, :]).astype(dtype)
+
+
+def _per_gpu_sums(onehot, columns):
+  """Per-GPU sums [N] of integer columns [K], as ONE matmul onehot^T @ [K, C] (a handful of
+  masked reductions cost more on CPU under vmap); exact while sums stay below 2^24."""
+  x = jnp.stack(columns, -1).astype(onehot.dtype)
+  out = jnp.round(onehot.T @ x).astype(jnp.int32)
+  return [out[:, i] for i in range(len(columns))]
+
+
 def at_time(eng: Engine, req: Requests, hw: Hardware, t) -> Engine:
   """The engine as event-by-event simulation shows it at time t (inside decode spans).
 
@@ -313,20 +326,18 @@ def at_time(eng: Engine, req: Requests, hw: Hardware, t) -> Engine:
   context, and the GPU is in iteration k (ending at t_start + f(k + 1)). Everything else is
   unchanged. Observations use this view; it is a view, not a state to step from.
   """
-  n = eng.busy.shape[0]
-  onehot = eng.gpu[:, None] == jnp.arange(n)[None, :]                      # [K, N]
-  mem = (eng.status == RUNNING) & (eng.chunk > 0) & (eng.pf >= eng.pt)
-  memg = onehot & mem[:, None]
   ft = eng.iter_end.dtype
-  nd = jnp.sum(memg, axis=0)
-  s = jnp.sum(jnp.where(memg, (req.prompt + eng.gen)[:, None], 0), axis=0)
+  onehot = _gpu_onehot(eng, ft)                                           # [K, N]
+  mem = (eng.status == RUNNING) & (eng.chunk > 0) & (eng.pf >= eng.pt)
+  ctx = jnp.where(mem, req.prompt + eng.gen, 0)
+  nd, s = _per_gpu_sums(onehot, [mem.astype(jnp.int32), ctx])
   c0 = hw.t_ovh + jnp.maximum(hw.t_w, hw.alpha * nd.astype(ft))
   span = eng.busy & (eng.reps > 1)
   k = decode_steps_within(c0, hw.beta, s, nd, t - eng.t_start, jnp.maximum(eng.reps - 1, 0))
   k = jnp.where(span, k, 0)
-  k_req = jnp.sum(jnp.where(memg, k[None, :], 0), axis=1)
+  k_req = jnp.where(mem, jnp.round(onehot @ k.astype(ft)).astype(jnp.int32), 0)   # k[gpu]
   gen = eng.gen + k_req
-  kv = jnp.sum(jnp.where(memg, _blocks(req.prompt + gen)[:, None], 0), axis=0)
+  (kv,) = _per_gpu_sums(onehot, [jnp.where(mem, _blocks(req.prompt + gen), 0)])
   return eng.replace(
       gen=gen.astype(jnp.int32),
       kv_used=jnp.where(span, kv, eng.kv_used).astype(jnp.int32),
@@ -388,13 +399,13 @@ def slo_met(eng: Engine, req: Requests, slo_ttft, slo_tpot) -> jax.Array:
 def gpu_load(eng: Engine, req: Requests, n_gpus: int, pred_tokens: jax.Array):
   """Per-GPU load features [N] each: outstanding/waiting/running counts, outstanding prefill
   tokens, predicted outstanding decode tokens (from the noisy predictor, never the true length)."""
-  onehot = (eng.gpu[:, None] == jnp.arange(n_gpus)[None, :])
   live = (eng.status == WAITING) | (eng.status == RUNNING)
   waiting = eng.status == WAITING
   running = eng.status == RUNNING
   rem_pf = jnp.where(live, eng.pt - eng.pf, 0)
   rem_dec = jnp.where(live, jnp.maximum(pred_tokens - eng.gen, 1), 0)
-  s = lambda x: jnp.sum(jnp.where(onehot, x[:, None], 0), axis=0)
-  return {"outstanding": s(live.astype(jnp.int32)), "waiting": s(waiting.astype(jnp.int32)),
-          "running": s(running.astype(jnp.int32)), "prefill_tokens": s(rem_pf),
-          "decode_tokens": s(rem_dec)}
+  del n_gpus  # = eng.busy.shape[0]
+  cols = _per_gpu_sums(_gpu_onehot(eng, jnp.float32),
+                       [live.astype(jnp.int32), waiting.astype(jnp.int32),
+                        running.astype(jnp.int32), rem_pf, rem_dec])
+  return dict(zip(("outstanding", "waiting", "running", "prefill_tokens", "decode_tokens"), cols))

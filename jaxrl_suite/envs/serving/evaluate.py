@@ -51,13 +51,13 @@ def rollout(env, params, policy: Callable, pparams: Any, key, max_steps: int):
 
 
 def rollout_events(env, params, policy: Callable, pparams: Any, key, max_steps: int):
-  """`rollout` for event-driven envs with ONE flat loop: an iteration is either one GPU event or
-  (when the current decision step has no event left before its horizon) the end of that step
-  plus the next decision.
+  """`rollout` for event-driven envs with ONE flat loop: an iteration processes one GPU event
+  (if one is pending before the horizon) and then, when the current decision step has no event
+  left, the end of that step plus the next decision.
 
   Why: `step_env` runs its events in an inner `lax.while_loop`; under `vmap` every inner loop
   runs as long as the busiest lane's, so a batch of episodes costs sum_steps max_lanes(events).
-  Here it costs max_lanes(sum of events + decisions), which is close to the mean lane for
+  Here it costs about max_lanes(events + decisions without an event), which is close to the mean lane for
   episodes of equal size. Events, decisions and PRNG keys come in the same order as in
   `step_env`, so the final state is identical (tests/serving/test_serving_reference.py).
   """
@@ -95,12 +95,18 @@ def rollout_events(env, params, policy: Callable, pparams: Any, key, max_steps: 
     state, horizon, key = keep((state, horizon, key), (nstate, nhorizon, nkey))
     return state, horizon, z, z, steps, ret + r, done, key
 
-  def body(c):
+  def pending(c):
     _, horizon, n_ev, *_, te = c
-    is_ev = (n_ev < env.max_events) & (te <= horizon)
-    out = jax.lax.cond(is_ev, on_event, on_step_end, c)
-    g, te = engine.next_event(out[0].eng, out[0].req)
-    return (*out, g, te)
+    return (n_ev < env.max_events) & (te <= horizon)
+
+  def with_next(out):
+    return (*out, *engine.next_event(out[0].eng, out[0].req))
+
+  def body(c):
+    # An event if one is pending, then the step's end and next decision if none is left: a step
+    # with one event costs one iteration, not two (under vmap both branches run anyway).
+    c = with_next(jax.lax.cond(pending(c), on_event, lambda c: c[:8], c))
+    return with_next(jax.lax.cond(pending(c), lambda c: c[:8], on_step_end, c))
 
   init = (state, horizon, z, z, z, jnp.zeros((), jnp.float32), jnp.zeros((), bool), key, g, te)
   out = jax.lax.while_loop(lambda c: ~c[6], body, init)
