@@ -18,3 +18,23 @@ def replace_flags(names: Iterable[str]) -> None:
   for name in names:
     if name in flags.FLAGS:
       delattr(flags.FLAGS, name)
+
+
+def with_overrides(preset, parsed, default):
+  """`preset` (e.g. the config's quick variant) with every field where `parsed` (the --config
+  flag's value) differs from `default` (the config file's own defaults) copied over, nested
+  ConfigDicts included: `--quick --config.x=v` runs the quick preset with x = v."""
+  for key in parsed.keys():
+    val = parsed[key]
+    if hasattr(val, "keys") and key in preset and hasattr(preset[key], "keys"):
+      with_overrides(preset[key], val, default[key])
+    elif key not in default or val != default[key]:
+      preset[key] = val
+  return preset
+
+
+def config_for(module, parsed, quick: bool):
+  """The config a script runs: parsed --config, or module's quick preset plus the overrides."""
+  if not quick:
+    return parsed
+  return with_overrides(module.get_config("quick"), parsed, module.get_config())

@@ -490,8 +490,8 @@ def main(argv):
       "JAX_COMPILATION_CACHE_DIR", os.path.join(results_lib.REPO_ROOT, ".jax_cache")))
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
   config = _CONFIG.value
-  if _QUICK.value:
-    config = _load_config_module().get_config("quick")
+  if _QUICK.value:  # quick preset + --config.x overrides
+    config = cli.config_for(_load_config_module(), config, True)
   _load_config_module().validate(config)
   tasks = make_tasks(config)
   workdir = _WORKDIR.value

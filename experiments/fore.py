@@ -736,13 +736,7 @@ def main(argv):
   config = _CONFIG.value
   if _QUICK.value:
     from configs import fore as fore_config
-    quick = fore_config.get_config("quick")
-    # keep explicit --config.x overrides layered on top of the quick preset
-    default = fore_config.get_config()
-    for key_, val in config.items():
-      if val != default[key_]:
-        quick[key_] = val
-    config = quick
+    config = cli.config_for(fore_config, config, True)  # quick preset + --config.x overrides
   # persistent XLA cache under the workdir: reruns (CI) skip most compilation
   jax = _jax()
   jax.config.update("jax_compilation_cache_dir", os.path.join(os.path.abspath(_WORKDIR.value), "jax_cache"))

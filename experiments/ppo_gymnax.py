@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 from jaxrl_suite.algos import ppo, reinforce
 from jaxrl_suite.core import results, stats
 from jaxrl_suite.envs import registry
+from experiments import cli
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CONFIG = config_flags.DEFINE_config_file("config", os.path.join(_REPO, "configs/ppo_gymnax.py"))
@@ -47,7 +48,7 @@ def main(argv):
   cfg = _CONFIG.value
   if _QUICK.value:
     from configs import ppo_gymnax as cfg_module
-    cfg = cfg_module.get_config("quick")
+    cfg = cli.config_for(cfg_module, cfg, True)  # quick preset + --config.x overrides
   from configs import ppo_gymnax as cfg_module
   cfg_module.validate(cfg)
   t_start = time.time()

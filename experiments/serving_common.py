@@ -56,9 +56,8 @@ def config_module(name: str):
 
 
 def get_config(name: str, fl: dict[str, Any]):
-  """--quick selects the config's quick variant (overrides given with --config.x still apply to
-  the full one)."""
-  return config_module(name).get_config("quick") if fl["quick"].value else fl["config"].value
+  """--config, or with --quick the config's quick variant plus any --config.x overrides."""
+  return cli.config_for(config_module(name), fl["config"].value, fl["quick"].value)
 
 
 def enable_compilation_cache() -> None:
