@@ -21,7 +21,7 @@ def get_config(arg=None):
   c.max_eval_steps = 4000
   for a in (c.ppo, c.reinforce):
     a.total_timesteps = 512 if quick else 196_608   # static mode (3x the first session)
-  c.continuous_timesteps = 512 if quick else 65_536  # continuous mode (8x the first session)
+  c.continuous_timesteps = 512 if quick else 131_072  # continuous mode (16x the first session)
   return c
 
 

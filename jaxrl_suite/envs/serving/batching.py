@@ -28,9 +28,8 @@ from typing import Any, Sequence
 import flax.struct as struct
 import jax
 import jax.numpy as jnp
-from gymnax.environments import environment, spaces
 
-from jaxrl_suite.envs.serving import cost_model, engine, traces, workload
+from jaxrl_suite.envs.serving import cost_model, engine, env_base, traces, workload
 
 STATIC_LEVELS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 28)
 CAP_LEVELS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -39,20 +38,11 @@ CONT_OBS_DIM = 12
 
 
 @struct.dataclass
-class EnvParams:
-  hw: engine.Hardware
-  trace: workload.TraceArrays
-  levels: jax.Array               # int32 [A]: batch sizes (static) or caps (continuous)
-  rate_scale: float = 1.0
-  rate_mults: tuple = (1.0,)     # load multipliers; reset draws one per episode
-  window_start: int = -1
-  pred_acc: float = 0.8
-  slo_ttft: float = 2.0
-  slo_tpot: float = 0.2
+class EnvParams(env_base.ServingParams):
+  levels: jax.Array = None        # int32 [A]: batch sizes (static) or caps (continuous)
   wait_dt: float = 0.05           # static: length of one "wait" action
   decision_dt: float = 0.25       # continuous: time between cap decisions
   max_model_len: int = 4096       # static: KV reserved per slot
-  max_steps_in_episode: int = 4096
 
 
 @struct.dataclass
@@ -76,27 +66,16 @@ class ContState:
   time: jax.Array
 
 
-class StaticBatching(environment.Environment[StaticState, EnvParams]):
+class StaticBatching(env_base.ServingEnv):
   """ServingBatch-v0, static mode (see module docstring)."""
+
+  env_name = "ServingBatch-v0"
+  obs_dim = STATIC_OBS_DIM
 
   def __init__(self, table_size: int = 128, num_levels: int = len(STATIC_LEVELS)):
     super().__init__()
     self.table_size = table_size
-    self._num_levels = num_levels
-
-  @property
-  def name(self) -> str:
-    return "ServingBatch-v0"
-
-  @property
-  def num_actions(self) -> int:
-    return self._num_levels
-
-  def action_space(self, params=None):
-    return spaces.Discrete(self._num_levels)
-
-  def observation_space(self, params):
-    return spaces.Box(-10.0, 100.0, (STATIC_OBS_DIM,), jnp.float32)
+    self._num_actions = num_levels
 
   @property
   def default_params(self) -> EnvParams:
@@ -159,7 +138,7 @@ class StaticBatching(environment.Environment[StaticState, EnvParams]):
     return self.is_terminated(s, params)
 
   def action_mask(self, s, params):
-    return jnp.ones((self._num_levels,), bool)
+    return jnp.ones((self._num_actions,), bool)
 
   def get_obs(self, s: StaticState, params, key=None):
     req, t = s.req, s.t
@@ -184,8 +163,11 @@ class StaticBatching(environment.Environment[StaticState, EnvParams]):
                    f(jnp.minimum(next_arr, 10.0))])]).astype(jnp.float32)
 
 
-class ContinuousBatching(environment.Environment[ContState, EnvParams]):
+class ContinuousBatching(env_base.ServingEnv):
   """ServingBatch-v0, continuous mode (see module docstring)."""
+
+  env_name = "ServingBatch-v0"
+  obs_dim = CONT_OBS_DIM
 
   def __init__(self, table_size: int = 128, max_events: int = 256,
                num_levels: int = len(CAP_LEVELS), fast_forward: bool = True):
@@ -193,21 +175,7 @@ class ContinuousBatching(environment.Environment[ContState, EnvParams]):
     self.table_size = table_size
     self.max_events = max_events
     self.fast_forward = fast_forward  # decode spans (engine.py); False: one event per iteration
-    self._num_levels = num_levels
-
-  @property
-  def name(self) -> str:
-    return "ServingBatch-v0"
-
-  @property
-  def num_actions(self) -> int:
-    return self._num_levels
-
-  def action_space(self, params=None):
-    return spaces.Discrete(self._num_levels)
-
-  def observation_space(self, params):
-    return spaces.Box(-10.0, 100.0, (CONT_OBS_DIM,), jnp.float32)
+    self._num_actions = num_levels
 
   @property
   def default_params(self) -> EnvParams:
@@ -249,7 +217,7 @@ class ContinuousBatching(environment.Environment[ContState, EnvParams]):
     return self.is_terminated(s, params)
 
   def action_mask(self, s, params):
-    return jnp.ones((self._num_levels,), bool)
+    return jnp.ones((self._num_actions,), bool)
 
   def get_obs(self, s: ContState, params, key=None):
     req, t = s.req, s.t

@@ -26,9 +26,8 @@ from typing import Any, Sequence
 import flax.struct as struct
 import jax
 import jax.numpy as jnp
-from gymnax.environments import environment, spaces
 
-from jaxrl_suite.envs.serving import cost_model, engine, traces, workload
+from jaxrl_suite.envs.serving import cost_model, engine, env_base, traces, workload
 
 PER_GPU = 12
 REQ_FEATS = 6
@@ -46,18 +45,9 @@ class EnvState:
 
 
 @struct.dataclass
-class EnvParams:
-  hw: engine.Hardware
-  trace: workload.TraceArrays
-  rate_scale: float = 1.0
-  rate_mults: tuple = (1.0,)     # load multipliers; reset draws one per episode
-  window_start: int = -1
-  pred_acc: float = 0.8
-  slo_ttft: float = 2.0
-  slo_tpot: float = 0.2
-  cap: int = 128
-  drain_dt: float = 2.0
-  max_steps_in_episode: int = 4096
+class EnvParams(env_base.ServingParams):
+  cap: int = 128                  # max_num_seqs of every engine
+  drain_dt: float = 2.0           # s per step once every request is routed
 
 
 def _type_onehot(type_id):
@@ -68,8 +58,11 @@ def _type_onehot(type_id):
   return jnp.stack([h, a, ~(h | a)], -1).astype(jnp.float32)
 
 
-class ServingRoute(environment.Environment[EnvState, EnvParams]):
+class ServingRoute(env_base.ServingEnv):
   """Heterogeneous-GPU request routing; see the module docstring for the MDP."""
+
+  env_name = "ServingRoute-v0"
+  obs_high = 10.0
 
   def __init__(self, n_gpus: int = 4, table_size: int = 128, max_events: int = 256,
                fast_forward: bool = True):
@@ -80,22 +73,12 @@ class ServingRoute(environment.Environment[EnvState, EnvParams]):
     self.fast_forward = fast_forward  # decode spans (engine.py); False: one event per iteration
 
   @property
-  def name(self) -> str:
-    return "ServingRoute-v0"
-
-  @property
   def num_actions(self) -> int:
     return self.n_gpus
 
   @property
   def default_params(self) -> EnvParams:
     return default_params()
-
-  def action_space(self, params: EnvParams | None = None) -> spaces.Discrete:
-    return spaces.Discrete(self.n_gpus)
-
-  def observation_space(self, params: EnvParams) -> spaces.Box:
-    return spaces.Box(-10.0, 10.0, (self.obs_dim,), jnp.float32)
 
   @property
   def obs_dim(self) -> int:
