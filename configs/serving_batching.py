@@ -2,7 +2,7 @@
 continuous-cap baselines (ServingBatch-v0).
 
 COMMAND (from the repo root):
-  .venv/bin/python -m experiments.serving_batching                 # full: ~8-10 min on 2 CPU cores
+  .venv/bin/python -m experiments.serving_batching                 # full: ~15 min on 2 CPU cores
   .venv/bin/python -m experiments.serving_batching --quick         # quick: ~75 s
   .venv/bin/python -m experiments.serving_batching --eval_trace PATH   # saved policies, any trace
 Writes results/serving_batching.{json,md,png}. Shared fields: configs/serving_common.py.
@@ -20,7 +20,7 @@ def get_config(arg=None):
   c.decision_dt = 0.25                # s between cap decisions in continuous mode
   c.max_eval_steps = 4000
   for a in (c.ppo, c.reinforce):
-    a.total_timesteps = 512 if quick else 196_608   # static mode (3x the first session)
+    a.total_timesteps = 512 if quick else 393_216   # static mode (6x the first session)
   c.continuous_timesteps = 512 if quick else 131_072  # continuous mode (16x the first session)
   return c
 

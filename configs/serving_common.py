@@ -24,7 +24,7 @@ def experiment(quick: bool) -> ml_collections.ConfigDict:
   c.train_table = 48 if quick else 96
   c.eval_table = 48 if quick else 96
   c.max_events = 64                   # GPU events per decision step before the loop is cut
-  c.n_tune_windows = 3 if quick else 6
+  c.n_tune_windows = 3 if quick else 12
   c.n_select_windows = 2 if quick else 3   # training windows that pick the best RL algorithm
   c.n_eval_windows = 2 if quick else 4
   c.num_seeds = 2 if quick else 8

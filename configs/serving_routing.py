@@ -1,7 +1,7 @@
 """Config: heterogeneous-GPU routing, RL (PPO, REINFORCE) vs tuned routers (ServingRoute-v0).
 
 COMMAND (from the repo root):
-  .venv/bin/python -m experiments.serving_routing                 # full: ~8-10 min on 2 CPU cores
+  .venv/bin/python -m experiments.serving_routing                 # full: ~15 min on 2 CPU cores
   .venv/bin/python -m experiments.serving_routing --quick         # quick: ~60-70 s
   .venv/bin/python -m experiments.serving_routing --eval_trace PATH   # saved policy on any trace
 Writes results/serving_routing.{json,md,png}. Shared fields: configs/serving_common.py.
@@ -18,7 +18,7 @@ def get_config(arg=None):
   c.drain_dt = 0.5                    # s per step once every request is routed
   c.max_eval_steps = 3000
   for a in (c.ppo, c.reinforce):
-    a.total_timesteps = 512 if quick else 262_144   # 8x the first session (the env is ~10x faster)
+    a.total_timesteps = 512 if quick else 524_288   # 16x the first session (the env is ~10x faster)
     a.gamma = 0.99
   c.ppo.ent_coef = 0.01
   return c
