@@ -1,13 +1,17 @@
 # BallastNet reproduction: "RL-Ballast beats Dijkstra by 32% on decision steps when pipes get
 # blocked, and diagnoses clogs with no extra flow sensors" (blog claim, no public paper).
 #
-# COMMAND (full, ~9 CPU-minutes alone on 2 cores; writes results/ballast.{json,md,png} AND
-# results/ballast_dt_sweep.{json,md} from the same evaluation):
+# COMMAND (full, ~22 CPU-minutes alone on 2 cores (budget 30); writes
+# results/ballast.{json,md,png} AND results/ballast_dt_sweep.{json,md} from the same evaluation):
 #   .venv/bin/python -m experiments.ballast
-#   (estimate: a scaled-down full run -- every stage, 200 episodes -- took 115 CPU-s, mostly
-#   compiles; PPO costs ~1.4 CPU-ms per env step for 3 vmapped seeds -> 3 x 200k steps ~ 290 s;
-#   2,000-episode evaluations ~ 100 s)
-# COMMAND (quick, CI smoke test, ~85-90 CPU-s, mostly XLA compilation):
+#   (estimate from scaled-down runs, 2 cores shared with other jobs: the session-2 full run took
+#   656 s (v1 PPO 3 seeds x 200k steps 462 s, baselines/dt sweep/generalisation ~190 s); v1 RL
+#   evaluation now runs 2 action modes x 3 seeds x (selection + evaluation episodes) = 12 x ~11 s
+#   per 2,000 episodes (+100 s); v2 PPO (agent_v2) 3.1 s per update of 64 x 32 steps for 3
+#   vmapped seeds -> 98 updates ~ 300 s + ~40 s compile; v2 evaluator compile ~40 s and 14 x
+#   ~6-12 s per 1,000 episodes ~ 150 s: total ~ 1,300 s)
+# COMMAND (quick, CI smoke test, ~60-90 CPU-s, mostly XLA compilation; v2 and the
+# generalisation test are off, tests/ballast covers the v2 agent):
 #   .venv/bin/python -m experiments.ballast --quick
 # dt sweep alone (oracle vs B-replan / B-tabu at 2, 5, 15, 30 min) -> results/ballast_dt_sweep.*:
 #   .venv/bin/python -m experiments.ballast --config.sweep_only=True
@@ -19,6 +23,7 @@
 import ml_collections
 
 from jaxrl_suite.envs.ballast import agent as _agent
+from jaxrl_suite.envs.ballast import agent_v2 as _agent_v2
 
 
 def get_config(arg=None):
@@ -36,13 +41,18 @@ def get_config(arg=None):
                                          # (same n_episodes keys; also -> results/ballast_dt_sweep.*)
   c.n_boot = 2000
   c.sweep_only = False                   # run only the dt sweep -> results/ballast_dt_sweep.*
-  # RL agent (PPO + route scorer + diagnosis head with aux BCE on privileged clog labels)
+  # RL agent (PPO + route scorer + diagnosis head with aux BCE on privileged clog labels);
+  # evaluated greedy and sampled, headline mode chosen on separate selection episodes
   c.rl = _agent.default_config()
   c.rl.total_timesteps = 200_000       # per seed
   c.rl_seeds = 3                         # PPO seeds, vmapped in one jit
-  # v2 (stability target, two pumps): greedy moment baselines, oracle vs believed conductances
+  # v2 (stability target, two pumps): PPO pump-pair agent vs greedy controllers with true
+  # (oracle-v2) and believed (replan-v2) conductances, on the same paired episodes
   c.v2 = True
   c.v2_episodes = 1000
+  c.rl_v2 = _agent_v2.default_config()
+  c.rl_v2.total_timesteps = 200_000      # per seed
+  c.rl_v2_seeds = 3                      # vmapped in one jit
   if c.quick:
     c.n_episodes = 150
     c.baselines = ("oracle", "replan", "tabu")
@@ -57,7 +67,7 @@ def get_config(arg=None):
 
 def validate(c) -> None:
   """Raises ValueError naming the first bad field."""
-  for f in ("n_episodes", "t_limit", "n_boot", "rl_seeds", "v2_episodes"):
+  for f in ("n_episodes", "t_limit", "n_boot", "rl_seeds", "v2_episodes", "rl_v2_seeds"):
     if int(c[f]) <= 0:
       raise ValueError(f"config.{f} must be positive, got {c[f]}")
   if not c.dt_minutes > 0:
@@ -73,10 +83,12 @@ def validate(c) -> None:
   for b in ("oracle", "replan"):
     if b not in c.baselines:
       raise ValueError(f"config.baselines must include {b!r} (the headline comparison)")
-  for f in ("num_envs", "num_steps", "total_timesteps", "update_epochs", "num_minibatches"):
-    if int(c.rl[f]) <= 0:
-      raise ValueError(f"config.rl.{f} must be positive, got {c.rl[f]}")
-  if (c.rl.num_envs * c.rl.num_steps) % c.rl.num_minibatches:
-    raise ValueError("config.rl.num_minibatches must divide num_envs * num_steps")
-  if c.rl.total_timesteps < c.rl.num_envs * c.rl.num_steps:
-    raise ValueError("config.rl.total_timesteps must cover at least one update")
+  for name in ("rl", "rl_v2"):
+    r = c[name]
+    for f in ("num_envs", "num_steps", "total_timesteps", "update_epochs", "num_minibatches"):
+      if int(r[f]) <= 0:
+        raise ValueError(f"config.{name}.{f} must be positive, got {r[f]}")
+    if (r.num_envs * r.num_steps) % r.num_minibatches:
+      raise ValueError(f"config.{name}.num_minibatches must divide num_envs * num_steps")
+    if r.total_timesteps < r.num_envs * r.num_steps:
+      raise ValueError(f"config.{name}.total_timesteps must cover at least one update")

@@ -37,8 +37,19 @@ def test_agent_features_and_policy_on_two_layouts():
   a = int(policy((params, g), obs, jax.random.PRNGKey(2)))
   mask = np.asarray(jax.jit(env.action_mask)(s, p))
   assert mask[a] and a < K_MAX
-  # the initial policy is B-replan's choice (rank-0 slot) thanks to the residual rank prior
-  assert a == int(ft.slot_route[0])
+  # the initial policy picks a route B-replan believes best (believed-cost residual, no rank
+  # prior): its residual is 0, and it is not a known-bad or believed-worse route
+  slot = int(np.flatnonzero(np.asarray(ft.slot_route) == a)[0])
+  assert float(ft.resid[slot]) == 0.0
+  assert not bool(jax.jit(A.deviation_flags)((params, g), obs, jnp.int32(a))[1])
+  # permutation-equivariant over slots: no rank feature or rank penalty (the session-2 agent
+  # had both, and its three seeds collapsed to B-replan's argmax)
+  perm = np.r_[np.random.default_rng(0).permutation(A.M_SLOTS), A.M_SLOTS]
+  ft_p = ft._replace(route=ft.route[perm[:-1]], resid=ft.resid[perm],
+                     slot_mask=ft.slot_mask[perm], slot_route=ft.slot_route[perm])
+  net = A.BallastAgent(hidden=32)
+  lg, lg_p = net.apply(params, ft)[0], net.apply(params, ft_p)[0]
+  np.testing.assert_allclose(np.asarray(lg)[perm], np.asarray(lg_p), rtol=1e-5, atol=1e-5)
   # same weights, other layout (generalisation path)
   env2, p2 = make_ballast(layout="direct10")
   obs2, s2 = jax.jit(env2.reset)(jax.random.PRNGKey(0), p2)
@@ -68,6 +79,10 @@ def test_tiny_reproduction_end_to_end(tmp_path, repo_root):
     assert all(r["capsized"] == 0.0 for r in rows.values()), pol
   t = rec["table"]["all"]
   assert t["oracle"]["steps"] <= t["replan"]["steps"]
+  # per seed x action mode rows with deviation shares in [0, 1]; headline mode is one of them
+  assert rec["rl_mode"] in ("greedy", "sampled")
+  assert {r["mode"] for r in rec["rl_seeds"]} == {"greedy", "sampled"}
+  assert all(0.0 <= r["believed_worse"] <= r["off_top"] <= 1.0 for r in rec["rl_seeds"])
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ from experiments import cli
 
 
 @pytest.mark.parametrize("name", ["serving_routing", "serving_batching", "fore", "ppo_gymnax",
-                                  "direct_opd"])
+                                  "direct_opd", "ballast"])
 def test_quick_preset_keeps_command_line_overrides(name):
   m = importlib.import_module(f"configs.{name}")
   parsed = m.get_config()                    # what --config parses to, before overrides

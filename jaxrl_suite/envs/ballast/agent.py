@@ -3,13 +3,18 @@
 Policy (permutation-equivariant over candidate routes, so one set of weights runs on any layout):
   * candidates: the M_SLOTS useful library routes ranked by B-replan's believed cost (routes of
     the current plan job first); slot i stands for route cand[i]; one extra NOOP slot.
-  * per-route features (`route_features`): believed log-conductance, known-bad count, fraction of
-    confirmed-good / exercised edges, unconfirmed strainer / main / DB-branch edges (lets the agent
-    learn the location prior), remaining work at the route's tanks, transfer flag, rank, and a
-    history stack of the last H_HIST commanded routes: overlap x (1 - observed ratio), so the
-    agent can do group testing (pick routes whose overlap pins down a blockage).
-  * logits_i = MLP(route_features_i) - w_rank * i, a learnable residual on B-replan's ranking
-    (the initial policy is a noisy B-replan; PPO learns where to deviate);
+  * per-route features (`evidence_route_features`, shared with the v2 agent): believed
+    log-conductance, known-bad count, fraction of confirmed-good / exercised edges, unconfirmed
+    strainer / main / DB-branch edges (lets the agent learn the location prior), transfer flag,
+    and a history stack of the last H_HIST commanded routes: overlap x (1 - observed ratio), so
+    the agent can do group testing (pick routes whose overlap pins down a blockage); v1 adds
+    useful / plan-job flags, remaining work at the route's tanks and the believed-cost gap.
+  * logits_i = MLP(route_features_i) - w_cost * min(cost_i - min_j cost_j, 10), a learnable
+    residual (init w_cost = 1 nat per unit of believed -log rate) on B-replan's believed cost.
+    The slot RANK is neither a feature nor a penalty (the session-2 agent had both, init 2 nats
+    per rank, and all three PPO seeds collapsed to B-replan's argmax): the policy is
+    permutation-equivariant over slots, so routes B-replan believes equally good start equally
+    likely (B-replan breaks such ties by index), and PPO must learn any preference among them.
   * value = MLP(global features, mean/max-pooled route embeddings);
   * diagnosis d_e = sigmoid(MLP(edge_features_e) + w_ref * (ref_e - 1/2)) per pipe edge, a
     learnable residual on the reference consistency diagnoser ref_e.
@@ -22,7 +27,7 @@ head does not feed the policy, so the diagnosis cannot leak into acting.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
@@ -31,41 +36,25 @@ import ml_collections
 import numpy as np
 import optax
 from flax import struct
-from flax.training.train_state import TrainState
 
 from jaxrl_suite.core import losses
-from jaxrl_suite.core.gae import gae
 from jaxrl_suite.core.initializers import orthogonal
 from jaxrl_suite.envs.ballast import baselines as B
+from jaxrl_suite.envs.ballast import ppo_loop
 from jaxrl_suite.envs.ballast.diagnosis import reference_diagnosis
 from jaxrl_suite.envs.ballast.env import H_HIST, BallastNet, EnvParams, split_obs
 from jaxrl_suite.envs.ballast.layout import EDGE_KINDS
 from jaxrl_suite.envs.ballast.routes import E_MAX, K_MAX, T_MAX
 
 M_SLOTS = 16
-N_ROUTE_FEAT = 16 + 3 * H_HIST
+N_EV_FEAT = 11 + 3 * H_HIST     # evidence_route_features
+N_ROUTE_FEAT = N_EV_FEAT + 5
 N_EDGE_FEAT = 12 + len(EDGE_KINDS)
 N_GLOBAL_FEAT = 7 + H_HIST
 
 
 def default_config() -> ml_collections.ConfigDict:
-  c = ml_collections.ConfigDict()
-  c.num_envs = 64
-  c.num_steps = 32
-  c.total_timesteps = 200_000
-  c.update_epochs = 4
-  c.num_minibatches = 4
-  c.lr = 1e-3
-  c.anneal_lr = True
-  c.gamma = 0.99
-  c.gae_lambda = 0.95
-  c.clip_eps = 0.2
-  c.vf_coef = 0.5
-  c.ent_coef = 0.003
-  c.aux_coef = 0.5
-  c.max_grad_norm = 0.5
-  c.hidden = 64
-  return c
+  return ppo_loop.default_config()
 
 
 @struct.dataclass
@@ -91,31 +80,58 @@ def make_graph(env_params: EnvParams) -> Graph:
 
 class Feats(NamedTuple):
   route: jax.Array      # [M, N_ROUTE_FEAT]
+  resid: jax.Array      # [M + 1] prior score added to the logits with a learnable weight
   slot_mask: jax.Array  # [M + 1] (last = NOOP)
   slot_route: jax.Array  # [M + 1] int route index (NOOP = K_MAX)
   edge: jax.Array       # [E, N_EDGE_FEAT]
   glob: jax.Array       # [N_GLOBAL_FEAT]
 
 
-def features(obs: jax.Array, g: Graph) -> Feats:
-  """Per-slot route features, per-edge features and global features of one observation."""
-  f = split_obs(obs)
+def evidence_route_features(f: dict[str, jax.Array], g: Graph):
+  """Evidence and history features of every library route, shared by the v1 and v2 agents.
+
+  Returns (feats[K, N_EV_FEAT], aux) with aux = (good[E], chat[E], n_contain[K], edge_count[E],
+  hist[H, E]) for callers that need the raw evidence.
+  """
   bp = g.bp
   re = bp.route_edges.astype(jnp.float32)
   n_e = jnp.maximum(re.sum(-1), 1.0)
-  good, chat, fail, n_contain, edge_count = B.evidence(f, bp)
-  useful = B.useful_routes(f, bp)
-  job = B.job_candidates(f, bp)
-  cost = B.believed_cost(chat, bp) + bp.w_fail * n_contain
-  rank_key = jnp.where(useful, cost - 1e6 * job, jnp.inf)
-  order = jax.lax.top_k(-rank_key, M_SLOTS)[1]  # top_k, not argsort: sorts are slow on XLA:CPU
-  slot_ok = jnp.isfinite(rank_key[order])
+  good, chat, _, n_contain, edge_count = B.evidence(f, bp)
   kinds = g.edge_kind_oh
   unconf = (~good & (f["edge_mask"] > 0.5)).astype(jnp.float32)
   strainer = kinds[:, 0] + kinds[:, 1]
   main = kinds[:, 2] + kinds[:, 3]
   dbb = kinds[:, 5]
   log_g = re @ jnp.log(jnp.maximum(chat, 0.05))
+  hist = f["hist_route"].astype(jnp.float32)                      # [H, E]
+  overlap = (re @ hist.T) / n_e[:, None]                           # [K, H]
+  same = ((re @ hist.T) >= n_e[:, None] - 0.5) & (hist.sum(-1)[None, :] == n_e[:, None])
+  fail_h = overlap * (1.0 - jnp.clip(f["hist_ratio"], 0, 1))[None, :] * (hist.sum(-1) > 0)
+  feats = jnp.concatenate([
+      jnp.stack([bp.route_transfer, bp.route_len / 300.0, log_g,
+                 jnp.min(jnp.where(bp.route_edges, chat[None, :], 1.0), -1),
+                 jnp.minimum(n_contain, 3) / 3.0, (re @ good.astype(jnp.float32)) / n_e,
+                 (re @ f["exercised"]) / n_e, re @ (unconf * strainer), re @ (unconf * main),
+                 re @ (unconf * dbb), re @ (edge_count > 0).astype(jnp.float32)],
+                -1).astype(jnp.float32),
+      overlap, same.astype(jnp.float32), fail_h], -1)
+  return feats, (good, chat, n_contain, edge_count, hist)
+
+
+def features(obs: jax.Array, g: Graph) -> Feats:
+  """Per-slot route features, per-edge features and global features of one observation."""
+  f = split_obs(obs)
+  bp = g.bp
+  ev, (good, chat, n_contain, edge_count, hist) = evidence_route_features(f, g)
+  useful = B.useful_routes(f, bp)
+  job = B.job_candidates(f, bp)
+  cost = B.believed_cost(chat, bp) + bp.w_fail * n_contain
+  # candidate slots: plan-job routes first, then by believed cost (selection only; the order is
+  # not visible to the network)
+  rank_key = jnp.where(useful, cost - 1e6 * job, jnp.inf)
+  order = jax.lax.top_k(-rank_key, M_SLOTS)[1]  # top_k, not argsort: sorts are slow on XLA:CPU
+  slot_ok = jnp.isfinite(rank_key[order])
+  gap = jnp.clip(cost - jnp.min(jnp.where(useful, cost, jnp.inf)), 0.0, 10.0)
   cap_ext = jnp.concatenate([g.cap, jnp.ones(1)])
   lvl = jnp.concatenate([f["level"], jnp.zeros(1)])
   tgt = jnp.concatenate([f["target"], jnp.zeros(1)])
@@ -123,23 +139,12 @@ def features(obs: jax.Array, g: Graph) -> Feats:
   work_src = jnp.clip((lvl - tgt)[bp.route_src] * cap_ext[bp.route_src] / g.step_vol, 0, 12)
   work_dst = jnp.where(bp.route_dst == T_MAX, 0.0, work_dst)
   work_src = jnp.where(bp.route_src == T_MAX, 0.0, work_src)
-  hist = f["hist_route"].astype(jnp.float32)                      # [H, E]
-  overlap = (re @ hist.T) / n_e[:, None]                           # [K, H]
-  same = ((re @ hist.T) >= n_e[:, None] - 0.5) & (hist.sum(-1)[None, :] == n_e[:, None])
-  fail_h = overlap * (1.0 - jnp.clip(f["hist_ratio"], 0, 1))[None, :] * (hist.sum(-1) > 0)
-  rf = jnp.concatenate([
-      jnp.stack([useful, job, bp.route_transfer, bp.route_len / 300.0, log_g,
-                 jnp.min(jnp.where(bp.route_edges, chat[None, :], 1.0), -1),
-                 jnp.minimum(n_contain, 3) / 3.0, (re @ good.astype(jnp.float32)) / n_e,
-                 (re @ f["exercised"]) / n_e, re @ (unconf * strainer), re @ (unconf * main),
-                 re @ (unconf * dbb), work_dst / 12.0, work_src / 12.0,
-                 re @ (edge_count > 0).astype(jnp.float32),
-                 jnp.zeros(K_MAX)], -1).astype(jnp.float32),
-      overlap, same.astype(jnp.float32), fail_h], -1)
-  rf = rf.at[order, 15].set(jnp.arange(M_SLOTS) / M_SLOTS)  # rank among candidates
+  rf = jnp.concatenate([jnp.stack([useful, job, work_dst / 12.0, work_src / 12.0, gap / 10.0],
+                                  -1).astype(jnp.float32), ev], -1)
   route = rf[order] * slot_ok[:, None]
   slot_mask = jnp.concatenate([slot_ok, jnp.array([True])])
   slot_route = jnp.concatenate([jnp.where(slot_ok, order, K_MAX), jnp.array([K_MAX])])
+  resid = jnp.concatenate([-gap[order] * slot_ok, jnp.zeros(1)])
   # per-edge evidence for the diagnosis head
   sets_all = (f["fail_sets"] > 0.5) & ~good[None, :] & (f["fail_kind"] > 0)[:, None]
   size = jnp.maximum(sets_all.sum(-1), 1)
@@ -151,13 +156,55 @@ def features(obs: jax.Array, g: Graph) -> Feats:
   ef = jnp.concatenate([jnp.stack([
       good, chat, f["exercised"], jnp.minimum(edge_count, 4) / 4.0, single,
       jnp.minimum(part_count, 4) / 4.0, inv_size, ref, g.block_w / 3.0, g.partial_w / 2.0,
-      hist_fail / H_HIST, f["edge_mask"]], -1).astype(jnp.float32), kinds], -1)
+      hist_fail / H_HIST, f["edge_mask"]], -1).astype(jnp.float32), g.edge_kind_oh], -1)
   n_open = jnp.sum(f["need_fill"] + f["need_drain"])
   glob = jnp.concatenate([jnp.stack([
       f["time"][0], f["heel"][0], f["trim_err"][0], n_open / 8.0,
       jnp.sum(f["fail_kind"] > 0) / 16.0, jnp.mean(jnp.where(f["edge_mask"] > 0.5, chat, 1.0)),
       jnp.sum(work_dst * (bp.route_src == T_MAX) * job) / 12.0]), f["hist_ratio"]])
-  return Feats(route, slot_mask, slot_route, ef * f["edge_mask"][:, None], glob)
+  return Feats(route, resid, slot_mask, slot_route, ef * f["edge_mask"][:, None], glob)
+
+
+class SlotScorer(nn.Module):
+  """Logits over M candidate route slots + NOOP (permutation-equivariant over slots).
+
+  logits_i = MLP(route_i) + w * resid_i for route slots, NOOP: Dense(tanh(Dense(glob))) +
+  noop_bias + w * resid_M; masked slots get losses.MASKED_LOGIT. Returns (logits [..., M+1],
+  route embeddings h [..., M, hidden], global embedding gh [..., hidden]).
+  """
+  hidden: int = 64
+  w_init: float = 1.0
+  noop_bias: float = 0.0
+
+  @nn.compact
+  def __call__(self, route, resid, glob, slot_mask):
+    h = nn.tanh(nn.Dense(self.hidden, name="r1")(route))
+    h = nn.tanh(nn.Dense(self.hidden, name="r2")(h))
+    route_logit = nn.Dense(1, name="r_out", kernel_init=orthogonal(0.01))(h)[..., 0]
+    gh = nn.tanh(nn.Dense(self.hidden, name="g1")(glob))
+    noop_logit = nn.Dense(1, name="noop")(gh)[..., 0] + self.noop_bias
+    w = self.param("w_resid", nn.initializers.constant(self.w_init), ())
+    logits = jnp.concatenate([route_logit, noop_logit[..., None]], -1) + w * resid
+    logits = losses.MASKED_LOGIT * (~slot_mask) + jnp.where(slot_mask, logits, 0.0)
+    return logits, h, gh
+
+
+class PooledValue(nn.Module):
+  """V = MLP(global embedding, mean / max of the valid route-slot embeddings)."""
+  hidden: int = 64
+
+  @nn.compact
+  def __call__(self, gh, h, route_mask):
+    m = route_mask[..., None]
+    pooled_mean = (h * m).sum(-2) / jnp.maximum(m.sum(-2), 1.0)
+    pooled_max = jnp.max(jnp.where(m, h, -1.0), -2)
+    v = nn.tanh(nn.Dense(self.hidden, name="v1")(
+        jnp.concatenate([gh, pooled_mean, pooled_max], -1)))
+    return nn.Dense(1, name="v_out")(v)[..., 0]
+
+
+def sample_slot(logits: jax.Array, key: jax.Array, greedy: bool) -> jax.Array:
+  return jnp.argmax(logits, -1) if greedy else jax.random.categorical(key, logits)
 
 
 class BallastAgent(nn.Module):
@@ -166,23 +213,10 @@ class BallastAgent(nn.Module):
 
   @nn.compact
   def __call__(self, ft: Feats):
-    h = nn.tanh(nn.Dense(self.hidden, name="r1")(ft.route))
-    h = nn.tanh(nn.Dense(self.hidden, name="r2")(h))
-    route_logit = nn.Dense(1, name="r_out", kernel_init=orthogonal(0.01))(h)[..., 0]
-    # residual on the replanner: slots are ranked by B-replan's believed cost, and a learnable
-    # rank penalty (init 2 nats per rank) makes the initial policy a noisy B-replan
-    rank_w = self.param("rank_w", nn.initializers.constant(2.0), ())
-    route_logit = route_logit - rank_w * jnp.arange(ft.route.shape[-2])
-    gh = nn.tanh(nn.Dense(self.hidden, name="g1")(ft.glob))
-    noop_logit = nn.Dense(1, name="noop")(gh)[..., 0] - 3.0   # NOOP starts unlikely
-    logits = jnp.concatenate([route_logit, noop_logit[..., None]], -1)
-    logits = losses.MASKED_LOGIT * (~ft.slot_mask) + jnp.where(ft.slot_mask, logits, 0.0)
-    m = ft.slot_mask[..., :-1, None]
-    pooled_mean = (h * m).sum(-2) / jnp.maximum(m.sum(-2), 1.0)
-    pooled_max = jnp.max(jnp.where(m, h, -1.0), -2)
-    v = nn.tanh(nn.Dense(self.hidden, name="v1")(
-        jnp.concatenate([gh, pooled_mean, pooled_max], -1)))
-    value = nn.Dense(1, name="v_out")(v)[..., 0]
+    # residual on B-replan's believed cost (not on its rank); NOOP starts unlikely
+    logits, h, gh = SlotScorer(self.hidden, w_init=1.0, noop_bias=-3.0, name="pi")(
+        ft.route, ft.resid, ft.glob, ft.slot_mask)
+    value = PooledValue(self.hidden, name="v")(gh, h, ft.slot_mask[..., :-1])
     e = nn.tanh(nn.Dense(32, name="d1")(ft.edge))
     e = nn.tanh(nn.Dense(32, name="d2")(e))
     # residual on the reference diagnoser (edge feature 7), learnable weight, init +-3 nats
@@ -191,128 +225,52 @@ class BallastAgent(nn.Module):
     return logits, value, diag_logit
 
 
-class Transition(NamedTuple):
-  feats: Feats
-  action: jax.Array
-  log_prob: jax.Array
-  value: jax.Array
-  reward: jax.Array
-  next_value: jax.Array
-  terminated: jax.Array
-  done: jax.Array
-  label: jax.Array
-  edge_mask: jax.Array
-
-
-def make_train(config: ml_collections.ConfigDict, env: BallastNet, env_params: EnvParams):
-  """Returns train(key) -> (train_state, metrics); the whole run jits (vmappable over seeds)."""
-  if env.task != "v1":
-    raise ValueError("the BallastNet agent is written for task v1")
-  c = config
-  n_updates = int(c.total_timesteps // (c.num_envs * c.num_steps))
-  batch = c.num_envs * c.num_steps
-  mb = batch // c.num_minibatches
+def _agent_fns(c: ml_collections.ConfigDict, env_params: EnvParams) -> ppo_loop.AgentFns:
   graph = make_graph(env_params)
   net = BallastAgent(hidden=c.hidden)
   feat_fn = jax.vmap(features, in_axes=(0, None))
+  edge_mask = env_params.edge_mask.astype(jnp.float32)
 
-  def lr_sched(count):
-    frac = 1.0 - (count // (c.num_minibatches * c.update_epochs)) / max(n_updates, 1)
-    return c.lr * jnp.where(c.anneal_lr, frac, 1.0)
+  def init(key, obs):
+    return net.init(key, jax.tree.map(lambda x: x[0], feat_fn(obs[:1], graph)))
 
-  def loss_fn(params, tr: Transition, adv, targets):
-    logits, value, dlogit = net.apply(params, tr.feats)
-    log_prob = losses.categorical_log_prob(logits, tr.action)
-    adv_n = (adv - adv.mean()) / (adv.std() + 1e-8)
-    pg = losses.ppo_clip_loss(log_prob, tr.log_prob, adv_n, c.clip_eps)
-    vl = losses.clipped_value_loss(value, tr.value, targets, c.clip_eps)
-    ent = losses.categorical_entropy(logits).mean()
-    bce = optax.sigmoid_binary_cross_entropy(dlogit, tr.label)
-    aux = jnp.sum(bce * tr.edge_mask) / jnp.maximum(tr.edge_mask.sum(), 1.0)
-    total = pg + c.vf_coef * vl - c.ent_coef * ent + c.aux_coef * aux
-    return total, {"pg": pg, "vf": vl, "ent": ent, "aux": aux}
+  def observe(params, obs):
+    ft = feat_fn(obs, graph)
+    logits, value, _ = net.apply(params, ft)
+    return (ft, logits), value
 
-  def train(key):
-    key, k_init, k_reset = jax.random.split(key, 3)
-    obs, state = jax.vmap(env.reset_env, in_axes=(0, None))(
-        jax.random.split(k_reset, c.num_envs), env_params)
-    ft0 = jax.tree.map(lambda x: x[0], feat_fn(obs[:1], graph))
-    params = net.init(k_init, ft0)
-    tx = optax.chain(optax.clip_by_global_norm(c.max_grad_norm),
-                     optax.adam(learning_rate=lr_sched, eps=1e-5))
-    ts = TrainState.create(apply_fn=net.apply, params=params, tx=tx)
-    ep_ret = jnp.zeros(c.num_envs)
-    ep_len = jnp.zeros(c.num_envs, jnp.int32)
-    n = c.num_envs
+  def act(params, pre, key):
+    ft, logits = pre
+    slot = jax.random.categorical(key, logits)
+    action = jnp.take_along_axis(ft.slot_route, slot[:, None], 1)[:, 0]
+    # off-top: the sampled route is not B-replan's choice (slot 0 = min believed cost, plan job
+    # first, lowest index on ties: exactly B.replan_policy's argmin)
+    return (action, (ft, slot), losses.categorical_log_prob(logits, slot),
+            action != ft.slot_route[:, 0])
 
-    def env_step(carry, _):
-      # ft/logits/value of the current observation are carried from the previous step, where
-      # they were computed together with the final observation's (one features + one network
-      # call per step in the compiled graph instead of two: compile time dominates short runs)
-      ts, (ft, logits, value), state, key, ep_ret, ep_len, stats = carry
-      key, ka, ks = jax.random.split(key, 3)
-      slot = jax.random.categorical(ka, logits)
-      log_prob = losses.categorical_log_prob(logits, slot)
-      action = jnp.take_along_axis(ft.slot_route, slot[:, None], 1)[:, 0]
-      label = (state.clog < 1.0).astype(jnp.float32)
-      obs2, state2, reward, term, trunc, info = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
-          jax.random.split(ks, c.num_envs), state, action, env_params)
-      done = term | trunc
-      # bootstrap from the pre-reset observation on truncation (gymnax 1.x final_observation)
-      ft_both = feat_fn(jnp.concatenate([info["final_observation"], obs2]), graph)
-      logits_b, value_b, _ = net.apply(ts.params, ft_both)
-      next_value = value_b[:n]
-      nxt = (jax.tree.map(lambda x: x[n:], ft_both), logits_b[n:], value_b[n:])
-      ep_ret = ep_ret + reward
-      ep_len = ep_len + 1
-      stats = (stats[0] + jnp.sum(jnp.where(done, ep_ret, 0.0)),
-               stats[1] + jnp.sum(jnp.where(done, ep_len, 0)),
-               stats[2] + jnp.sum(done), stats[3] + jnp.sum(done & info["success"]))
-      ep_ret = jnp.where(done, 0.0, ep_ret)
-      ep_len = jnp.where(done, 0, ep_len)
-      tr = Transition(ft, slot, log_prob, value, reward, next_value, term, done, label,
-                      env_params.edge_mask.astype(jnp.float32)[None].repeat(c.num_envs, 0))
-      return (ts, nxt, state2, key, ep_ret, ep_len, stats), tr
+  def loss_terms(params, record, label):
+    ft, slot = record
+    logits, value, dlogit = net.apply(params, ft)
+    bce = optax.sigmoid_binary_cross_entropy(dlogit, label)
+    aux = jnp.sum(bce * edge_mask) / jnp.maximum(edge_mask.sum() * bce.shape[0], 1.0)
+    return (losses.categorical_log_prob(logits, slot), losses.categorical_entropy(logits), value,
+            aux)
 
-    def update(carry, _):
-      ts, ft0, state, key, ep_ret, ep_len = carry   # ft0: features of the current observation
-      logits0, value0, _ = net.apply(ts.params, ft0)  # params changed since the last step
-      stats0 = (jnp.zeros(()), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32),
-                jnp.zeros((), jnp.int32))
-      (ts, (ft_last, _, _), state, key, ep_ret, ep_len, stats), traj = jax.lax.scan(
-          env_step, (ts, (ft0, logits0, value0), state, key, ep_ret, ep_len, stats0), None,
-          c.num_steps)
-      adv, targets = gae(traj.reward, traj.value, traj.next_value, traj.terminated, traj.done,
-                         c.gamma, c.gae_lambda)
+  def label(state):
+    return (state.clog < 1.0).astype(jnp.float32)
 
-      def epoch(carry, _):
-        ts, key = carry
-        key, kp = jax.random.split(key)
-        perm = jax.random.permutation(kp, batch)
-        flat = jax.tree.map(lambda x: x.reshape((batch,) + x.shape[2:]), (traj, adv, targets))
-        shuf = jax.tree.map(lambda x: x[perm].reshape((c.num_minibatches, mb) + x.shape[1:]),
-                            flat)
+  return ppo_loop.AgentFns(init, observe, act, loss_terms, label)
 
-        def mb_step(ts, b):
-          tr, a, t = b
-          (_, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(ts.params, tr, a, t)
-          return ts.apply_gradients(grads=grads), aux
 
-        ts, aux = jax.lax.scan(mb_step, ts, shuf)
-        return (ts, key), aux
+def make_train(config: ml_collections.ConfigDict, env: BallastNet, env_params: EnvParams):
+  """Returns train(key) -> (train_state, metrics); the whole run jits (vmappable over seeds).
 
-      (ts, key), aux = jax.lax.scan(epoch, (ts, key), None, c.update_epochs)
-      n_done = jnp.maximum(stats[2], 1)
-      metrics = {"returned_episode_returns": stats[0] / n_done,
-                 "episode_length": stats[1] / n_done, "success_rate": stats[3] / n_done,
-                 "episodes": stats[2], **jax.tree.map(jnp.mean, aux)}
-      return (ts, ft_last, state, key, ep_ret, ep_len), metrics
-
-    (ts, *_), metrics = jax.lax.scan(update, (ts, feat_fn(obs, graph), state, key, ep_ret,
-                                              ep_len), None, n_updates)
-    return ts, metrics
-
-  return train
+  Loss (ppo_loop): PPO clip + value + entropy + aux_coef * BCE(diagnosis, 1[clog < 1]) over real
+  edges (privileged labels from the simulator state, never observed).
+  """
+  if env.task != "v1":
+    raise ValueError("the BallastNet route-scoring agent is written for task v1 (see agent_v2)")
+  return ppo_loop.make_ppo_train(config, env, env_params, _agent_fns(config, env_params))
 
 
 def make_policy(hidden: int = 64, greedy: bool = True):
@@ -323,7 +281,7 @@ def make_policy(hidden: int = 64, greedy: bool = True):
     params, graph = pp
     ft = features(obs, graph)
     logits, _, _ = net.apply(params, ft)
-    slot = jnp.argmax(logits) if greedy else jax.random.categorical(key, logits)
+    slot = sample_slot(logits, key, greedy)
     return ft.slot_route[slot]
 
   def diagnose(pp, obs):
@@ -334,3 +292,21 @@ def make_policy(hidden: int = 64, greedy: bool = True):
     return (dlogit > 0.0) & graph.bp.edge_mask
 
   return policy, diagnose
+
+
+DEVIATION_TOL = 0.05  # believed-cost margin (nats of -log rate) that counts as "believed worse"
+
+
+def deviation_flags(pp, obs: jax.Array, action: jax.Array) -> jax.Array:
+  """bool[2] for one step: (route != B-replan's route on this observation, i.e. a non-top slot;
+  route believed worse than B-replan's by > DEVIATION_TOL). Many routes tie in believed cost
+  (parallel paths with no evidence yet), so the first flag counts tie-breaks too; the second
+  counts real departures from B-replan's belief. pp = (net_params, Graph), params unused."""
+  _, graph = pp
+  bp = graph.bp
+  f = split_obs(obs)
+  rep = B.replan_policy(bp, obs)
+  _, chat, _, n_contain, _ = B.evidence(f, bp)
+  cost = jnp.concatenate([B.believed_cost(chat, bp) + bp.w_fail * n_contain,
+                          jnp.array([jnp.inf])])
+  return jnp.stack([action != rep, cost[action] > cost[rep] + DEVIATION_TOL])

@@ -300,17 +300,14 @@ def make_v2_params(env_params: EnvParams, oracle: bool = False) -> V2Params:
                   oracle=oracle)
 
 
-def v2_greedy_policy(vp: V2Params, obs: jax.Array, key=None) -> jax.Array:
-  """Greedy two-pump stability controller (the v2 baseline; B-oracle-v2 if vp.oracle).
+def v2_predict(vp: V2Params, f: dict[str, jax.Array]):
+  """Greedy controller's one-step model from an observation's fields f.
 
-  Predicted move on route k: V_k = min(rate*dt*g_k, water at the source, room at the sink) with
-  g_k the true conductance (oracle) or the believed one (prod chat_e, 0 if known-bad: the
-  B-replan evidence). Pump 0 takes the route (or NOOP) minimising the normalised squared error
-  (heel/heel_tol)^2 + (trim_err/trim_tol)^2 after the move; pump 1 then does the same given pump
-  0's move, among routes that share no edge with it.
+  Returns (heel deg, trim error m, v[K] predicted m3 moved along each route this step,
+  g[K] conductance used: the true one if vp.oracle, else the believed prod chat_e, 0 if
+  known-bad). V_k = min(rate_p * dt * g_k, water at the source, room at the sink).
   """
   bp = vp.bp
-  f = split_obs(obs)
   heel = f["heel"][0] * 2.0  # obs stores heel / heel_warn (2 deg)
   trim = f["trim_err"][0]
   if_oracle = jnp.maximum(f["clog_revealed"], 0.0)
@@ -324,20 +321,41 @@ def v2_greedy_policy(vp: V2Params, obs: jax.Array, key=None) -> jax.Array:
   avail = jnp.maximum(vol[bp.route_src], 0.0)
   room = jnp.maximum(cap[bp.route_dst] - vol[bp.route_dst], 0.0)
   v = jnp.minimum(jnp.minimum(vp.step_vol[vp.route_pump] * g, avail), room)
-  v = jnp.where(bp.route_mask, v, 0.0)
+  return heel, trim, jnp.where(bp.route_mask, v, 0.0), g
 
-  def err(h, t):
-    return (h / vp.heel_tol) ** 2 + (t / vp.trim_tol) ** 2
 
-  e0 = err(heel + vp.dheel * v, trim + vp.dtrim * v)
-  e0 = jnp.where(bp.route_mask & (vp.route_pump == 0) & (v > 1.0), e0, jnp.inf)
-  e0 = jnp.concatenate([e0, err(heel, trim)[None]])
-  k0 = argmin_first(e0, K_MAX)
-  v0 = jnp.where(k0 < K_MAX, v[jnp.minimum(k0, K_MAX - 1)], 0.0)
-  h1 = heel + jnp.where(k0 < K_MAX, vp.dheel[jnp.minimum(k0, K_MAX - 1)], 0.0) * v0
-  t1 = trim + jnp.where(k0 < K_MAX, vp.dtrim[jnp.minimum(k0, K_MAX - 1)], 0.0) * v0
-  e1 = err(h1 + vp.dheel * v, t1 + vp.dtrim * v)
-  ok1 = bp.route_mask & (vp.route_pump == 1) & (v > 1.0) & vp.pair_ok[k0, :K_MAX]
-  e1 = jnp.concatenate([jnp.where(ok1, e1, jnp.inf), err(h1, t1)[None]])
-  k1 = argmin_first(e1, K_MAX)
+def v2_error(vp: V2Params, heel, trim):
+  """Normalised squared stability error (heel/heel_tol)^2 + (trim_err/trim_tol)^2."""
+  return (heel / vp.heel_tol) ** 2 + (trim / vp.trim_tol) ** 2
+
+
+def v2_after(vp: V2Params, heel, trim, v, k):
+  """(heel, trim) after the predicted move v[k] on route k (unchanged if k is NOOP = K_MAX)."""
+  kk = jnp.minimum(k, K_MAX - 1)
+  vk = jnp.where(k < K_MAX, v[kk], 0.0)
+  return heel + vp.dheel[kk] * vk, trim + vp.dtrim[kk] * vk
+
+
+def v2_pump_errors(vp: V2Params, heel, trim, v, pump: int, partner=K_MAX):
+  """err[K+1]: error after each route of `pump` (inf if it moves <= 1 m3 or clashes with the
+  partner route), last entry NOOP (the current error)."""
+  bp = vp.bp
+  e = v2_error(vp, heel + vp.dheel * v, trim + vp.dtrim * v)
+  ok = bp.route_mask & (vp.route_pump == pump) & (v > 1.0) & vp.pair_ok[partner, :K_MAX]
+  return jnp.concatenate([jnp.where(ok, e, jnp.inf), v2_error(vp, heel, trim)[None]])
+
+
+def v2_greedy_policy(vp: V2Params, obs: jax.Array, key=None) -> jax.Array:
+  """Greedy two-pump stability controller (the v2 baseline; B-oracle-v2 if vp.oracle).
+
+  Predicted move on route k (`v2_predict`): V_k = min(rate*dt*g_k, water at the source, room at
+  the sink) with g_k the true conductance (oracle) or the believed one (prod chat_e, 0 if
+  known-bad: the B-replan evidence). Pump 0 takes the route (or NOOP) minimising the normalised
+  squared error (heel/heel_tol)^2 + (trim_err/trim_tol)^2 after the move; pump 1 then does the
+  same given pump 0's move, among routes that share no edge with it.
+  """
+  heel, trim, v, _ = v2_predict(vp, split_obs(obs))
+  k0 = argmin_first(v2_pump_errors(vp, heel, trim, v, 0), K_MAX)
+  h1, t1 = v2_after(vp, heel, trim, v, k0)
+  k1 = argmin_first(v2_pump_errors(vp, h1, t1, v, 1, k0), K_MAX)
   return jnp.stack([k0, k1]).astype(jnp.int32)
