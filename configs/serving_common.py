@@ -28,7 +28,9 @@ def experiment(quick: bool) -> ml_collections.ConfigDict:
   c.n_select_windows = 2 if quick else 3   # training windows that pick the best RL algorithm
   c.n_eval_windows = 2 if quick else 4
   c.num_seeds = 2 if quick else 8
-  c.rl_greedy = False                 # evaluate RL with sampled actions (its trained policy)
+  # RL is evaluated with sampled actions (the trained policy) and greedily (argmax); the
+  # algorithm and the mode are chosen per load on training windows.
+  c.rl_modes = ("sampled", "greedy")
   c.eval_lanes = 32                   # episodes per call of the one compiled evaluator
   c.vmap_seeds = True                 # all seeds in one jit (the old hang was flax QR init: fixed)
   # Quick: PPO only (each algorithm is one more ~20-40 s XLA compile on 2 cores).
@@ -66,6 +68,9 @@ def validate(config, positive=()) -> None:
     raise ValueError("config.slo_ttft and config.slo_tpot must be > 0")
   if not config.algos:
     raise ValueError("config.algos must name at least one of ('ppo', 'reinforce')")
+  if not config.rl_modes or any(m not in ("sampled", "greedy") for m in config.rl_modes):
+    raise ValueError(f"config.rl_modes must be a non-empty subset of ('sampled', 'greedy'), got "
+                     f"{config.rl_modes}")
   for a in config.algos:
     if a not in ("ppo", "reinforce"):
       raise ValueError(f"config.algos has unknown algorithm {a!r}")

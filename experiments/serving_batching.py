@@ -85,8 +85,9 @@ def run_mode(c, mode, train_tr, test_tr, workdir, seeds, reuse=False):
   learned, curves, train_time = common.learned_policies(
       c, env_rl, p_rl, seeds, os.path.join(workdir, f"policies_{mode}.pkl"), budget, reuse,
       f"[{mode}]")
+  learned = common.with_modes(c, learned)
 
-  # 4. RL algorithm chosen on training windows; everything evaluated on the unseen part.
+  # 4. RL variant chosen on training windows; everything evaluated on the unseen part.
   rl_train = None if len(learned) < 2 else common.evaluate_table(
       ev, tuned, [], learned, rl_pp, p_train, tune_starts[:c.n_select_windows], scales, seeds, slo)
   table = common.evaluate_table(ev, tuned, list(grids), learned, rl_pp, p_test, test_starts,
@@ -190,8 +191,9 @@ def _markdown(c, out, summary, ratios, clip):
       "makespan; goodput = SLO-met requests / arrival window. Static mode: request-level "
       "batches, max-length KV per slot, padded decode; continuous mode: vLLM-like "
       "iteration-level batching, the action is max_num_seqs. RL policies are evaluated "
-      + ("greedily" if c.rl_greedy else "with sampled actions, as trained")
-      + ". The best RL algorithm and the best baseline family "
+      + " and ".join({"sampled": "with sampled actions (as trained)",
+                      "greedy": "greedily (argmax; '-greedy' rows)"}[m] for m in c.rl_modes)
+      + ". The best RL variant (algorithm and action mode) and the best baseline family "
       "per load are chosen on the training windows. B is the dispatch size "
       "(batch size) of each static family: idle-only dispatches up to B queued requests "
       "whenever the GPU is idle.", "", common.clip_line(clip), ""]

@@ -187,11 +187,28 @@ def net_policy(c, env, params):
   obs_dim = int(np.prod(env.observation_space(params).shape))
   template = net.init(jax.random.PRNGKey(0), jnp.zeros((1, obs_dim), jnp.float32))
   f = ALGOS[first].make_policy(c[first], env, params)
-  # Sampled by default: the trained policy IS the stochastic one. Its greedy argmax can be a
-  # different, much worse policy (in routing every seed's argmax sent everything to the H100,
-  # while the sampled policy spreads the load it was trained with).
-  greedy = bool(c.get("rl_greedy", False))
-  return (lambda net_params, obs, key: f(net_params, obs, key, greedy=greedy)), template
+
+  def policy(net, obs, key):
+    # The action mode is data (net["greedy"]), so one compiled evaluator runs both: sampled (the
+    # trained policy itself) and greedy argmax, which can be a different policy (in routing
+    # every seed's argmax once sent everything to the H100).
+    return jnp.where(net["greedy"], f(net["params"], obs, key, greedy=True),
+                     f(net["params"], obs, key, greedy=False))
+
+  return policy, {"params": template, "greedy": jnp.zeros((), bool)}
+
+
+def with_modes(c, learned: dict[str, Any]) -> dict[str, Any]:
+  """{algo: params stacked over seeds} -> {variant: {"params", "greedy" [S]}}, one variant per
+  action mode in c.rl_modes: "ppo" = sampled actions, "ppo-greedy" = argmax. Which variant
+  counts as RL's result is chosen per load on the training windows (`pick_rl`)."""
+  out = {}
+  for a, p in learned.items():
+    n = jax.tree.leaves(p)[0].shape[0]
+    for m in c.rl_modes:
+      out[a if m == "sampled" else f"{a}-greedy"] = {"params": p,
+                                                      "greedy": jnp.full((n,), m == "greedy")}
+  return out
 
 
 # ------------------------------------------------------------------------------ tune / evaluate
@@ -249,7 +266,7 @@ def paired_ratio(table, a: str, b: str, ld, metric: str = "goodput"):
 
 
 def pick_rl(rl_train, algos: Sequence[str], ld) -> str:
-  """The RL algorithm with the best goodput on the training windows (the only one if one)."""
+  """The RL variant (algorithm x action mode) with the best goodput on the training windows."""
   if rl_train is None or len(algos) == 1:
     return algos[0]
   return max(algos, key=lambda a: mean_of(rl_train, a, ld))

@@ -82,8 +82,9 @@ def run(c, quick: bool, workdir: str, eval_trace: str | None = None,
   learned, curves, train_time = common.learned_policies(
       c, env_rl, p_rl, seeds, os.path.join(workdir, "policies.pkl"), budget,
       bool(eval_trace or reuse), "route")
+  learned = common.with_modes(c, learned)
 
-  # 4. RL algorithm per load chosen on TRAINING windows; then everything on unseen windows.
+  # 4. RL variant per load chosen on TRAINING windows; then everything on unseen windows.
   fams = list(grids)
   rl_train = None if len(learned) < 2 else common.evaluate_table(
       ev, tuned, [], learned, rl_pp, p_train, tune_starts[:c.n_select_windows], scales, seeds,
@@ -171,8 +172,9 @@ def _markdown(c, summary, policies, ratios, best_rl, best_heur, capacity, n_tune
       + ", ".join(f"{a} {int(c[a].total_timesteps)} env steps x {c.num_seeds} seeds "
                   f"({train_time.get(a, float('nan')):.0f} s)" for a in c.algos)
       + " (one policy across all loads; evaluated "
-      + ("greedily" if c.rl_greedy else "with sampled actions, as trained")
-      + "). The best RL algorithm and the best heuristic family per load are "
+      + " and ".join({"sampled": "with sampled actions (as trained)",
+                      "greedy": "greedily (argmax; '-greedy' rows)"}[m] for m in c.rl_modes)
+      + "). The best RL variant (algorithm and action mode) and the best heuristic family per load are "
       "chosen on the training windows, never on the "
       "evaluation windows. Means with 95% CIs over seeds; segregation = P(fast GPU | long) - "
       "P(fast GPU | short), long = output > 256 tokens.",
