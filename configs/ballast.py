@@ -1,15 +1,12 @@
 # BallastNet reproduction: "RL-Ballast beats Dijkstra by 32% on decision steps when pipes get
 # blocked, and diagnoses clogs with no extra flow sensors" (blog claim, no public paper).
 #
-# COMMAND (full, ~22 CPU-minutes alone on 2 cores (budget 30); writes
-# results/ballast.{json,md,png} AND results/ballast_dt_sweep.{json,md} from the same evaluation):
+# COMMAND (full, ~15 min on 2 cores (budget 30): measured 893 s from a clean tree at 2625c3e,
+# with a serving run sharing the cores; writes results/ballast.{json,md,png} AND
+# results/ballast_dt_sweep.{json,md} from the same evaluation):
 #   .venv/bin/python -m experiments.ballast
-#   (estimate from scaled-down runs, 2 cores shared with other jobs: the session-2 full run took
-#   656 s (v1 PPO 3 seeds x 200k steps 462 s, baselines/dt sweep/generalisation ~190 s); v1 RL
-#   evaluation now runs 2 action modes x 3 seeds x (selection + evaluation episodes) = 12 x ~11 s
-#   per 2,000 episodes (+100 s); v2 PPO (agent_v2) 3.1 s per update of 64 x 32 steps for 3
-#   vmapped seeds -> 98 updates ~ 300 s + ~40 s compile; v2 evaluator compile ~40 s and 14 x
-#   ~6-12 s per 1,000 episodes ~ 150 s: total ~ 1,300 s)
+#   (where the time goes: v1 PPO 3 seeds x 200k steps ~280 s, v2 PPO 3 seeds x 200k ~300 s,
+#   v1 evaluation in 2 action modes + baselines + dt sweep + v2 evaluation + generalisation, the rest)
 # COMMAND (quick, CI smoke test, ~60-90 CPU-s, mostly XLA compilation; v2 and the
 # generalisation test are off, tests/ballast covers the v2 agent):
 #   .venv/bin/python -m experiments.ballast --quick

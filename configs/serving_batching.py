@@ -2,7 +2,7 @@
 continuous-cap baselines (ServingBatch-v0).
 
 COMMAND (from the repo root):
-  .venv/bin/python -m experiments.serving_batching                 # full: ~15 min on 2 CPU cores
+  .venv/bin/python -m experiments.serving_batching                 # full: ~3-6 min on 2 CPU cores
   .venv/bin/python -m experiments.serving_batching --quick         # quick: ~75 s
   .venv/bin/python -m experiments.serving_batching --eval_trace PATH   # saved policies, any trace
 Writes results/serving_batching.{json,md,png}. Shared fields: configs/serving_common.py.

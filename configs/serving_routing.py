@@ -1,7 +1,7 @@
 """Config: heterogeneous-GPU routing, RL (PPO, REINFORCE) vs tuned routers (ServingRoute-v0).
 
 COMMAND (from the repo root):
-  .venv/bin/python -m experiments.serving_routing                 # full: ~15 min on 2 CPU cores
+  .venv/bin/python -m experiments.serving_routing                 # full: ~11 min on 2 CPU cores
   .venv/bin/python -m experiments.serving_routing --quick         # quick: ~60-70 s
   .venv/bin/python -m experiments.serving_routing --eval_trace PATH   # saved policy on any trace
 Writes results/serving_routing.{json,md,png}. Shared fields: configs/serving_common.py.
