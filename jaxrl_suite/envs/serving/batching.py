@@ -163,7 +163,7 @@ class StaticBatching(env_base.ServingEnv):
                    f(jnp.minimum(next_arr, 10.0))])]).astype(jnp.float32)
 
 
-class ContinuousBatching(env_base.ServingEnv):
+class ContinuousBatching(env_base.EventEnv):
   """ServingBatch-v0, continuous mode (see module docstring)."""
 
   env_name = "ServingBatch-v0"
@@ -171,10 +171,7 @@ class ContinuousBatching(env_base.ServingEnv):
 
   def __init__(self, table_size: int = 128, max_events: int = 256,
                num_levels: int = len(CAP_LEVELS), fast_forward: bool = True):
-    super().__init__()
-    self.table_size = table_size
-    self.max_events = max_events
-    self.fast_forward = fast_forward  # decode spans (engine.py); False: one event per iteration
+    super().__init__(table_size, max_events, fast_forward)
     self._num_actions = num_levels
 
   @property
@@ -197,24 +194,6 @@ class ContinuousBatching(env_base.ServingEnv):
     """First half of a step: sets the cap; returns (state, horizon) (see routing.act)."""
     eng = s.eng.replace(cap=s.eng.cap.at[0].set(params.levels[action]))
     return s.replace(eng=eng), s.t + params.decision_dt
-
-  def finish(self, s: ContState, horizon, n_good, params):
-    s = s.replace(t=horizon, n_good=s.n_good + n_good, time=s.time + 1)
-    done = self.is_terminated(s, params)
-    return (jax.lax.stop_gradient(self.get_obs(s, params)), jax.lax.stop_gradient(s),
-            n_good.astype(jnp.float32), done, {"n_good": s.n_good, "cap_hits": s.eng.cap_hits})
-
-  def step_env(self, key, s: ContState, action, params):
-    s, horizon = self.act(s, action, params)
-    eng, n_good, _ = engine.run_until(s.eng, s.req, params.hw, horizon, self.max_events,
-                                      params.slo_ttft, params.slo_tpot, self.fast_forward)
-    return self.finish(s.replace(eng=eng), horizon, n_good, params)
-
-  def is_terminated(self, s, params):
-    return jnp.all(s.eng.status == engine.DONE)
-
-  def is_terminal(self, s, params):
-    return self.is_terminated(s, params)
 
   def action_mask(self, s, params):
     return jnp.ones((self._num_actions,), bool)

@@ -164,6 +164,12 @@ def _blocks(tokens):
   return (tokens + cost_model.BLOCK_TOKENS - 1) // cost_model.BLOCK_TOKENS
 
 
+def _decode_c0(t_ovh, t_w, alpha, nd):
+  """c0 = t_ovh + max(t_w, alpha nd): the context-free part of a pure-decode iteration's time
+  (cost_model.iteration_time with no context and no prefill)."""
+  return cost_model.iteration_time(jnp, t_ovh, t_w, alpha, 0.0, 0.0, nd, 0.0, 0.0)
+
+
 def decode_span_time(c0, beta, s, nd, k):
   """f(k) = sum_{j<k} (c0 + beta (s + nd j)): duration of k pure-decode iterations of nd requests
   whose first iteration has decode context sum s (module docstring)."""
@@ -280,7 +286,7 @@ def schedule(eng: Engine, req: Requests, hw: Hardware, g, t, horizon=INF,
     # 5. Decode span: n identical pure-decode iterations as one event (module docstring).
     nd = jnp.sum(dec)
     pure = busy & ~jnp.any(pref)
-    c0 = _pick(hw.t_ovh, g) + jnp.maximum(_pick(hw.t_w, g), _pick(hw.alpha, g) * nd.astype(ft))
+    c0 = _decode_c0(_pick(hw.t_ovh, g), _pick(hw.t_w, g), _pick(hw.alpha, g), nd.astype(ft))
     beta = _pick(hw.beta, g)
     big = jnp.iinfo(jnp.int32).max // 4
     n_fin = jnp.min(jnp.where(dec, req.output - eng.gen, big))
@@ -331,7 +337,7 @@ def at_time(eng: Engine, req: Requests, hw: Hardware, t) -> Engine:
   mem = (eng.status == RUNNING) & (eng.chunk > 0) & (eng.pf >= eng.pt)
   ctx = jnp.where(mem, req.prompt + eng.gen, 0)
   nd, s = _per_gpu_sums(onehot, [mem.astype(jnp.int32), ctx])
-  c0 = hw.t_ovh + jnp.maximum(hw.t_w, hw.alpha * nd.astype(ft))
+  c0 = _decode_c0(hw.t_ovh, hw.t_w, hw.alpha, nd.astype(ft))
   span = eng.busy & (eng.reps > 1)
   k = decode_steps_within(c0, hw.beta, s, nd, t - eng.t_start, jnp.maximum(eng.reps - 1, 0))
   k = jnp.where(span, k, 0)
@@ -396,7 +402,7 @@ def slo_met(eng: Engine, req: Requests, slo_ttft, slo_tpot) -> jax.Array:
   return (eng.status == DONE) & (ttft <= slo_ttft) & (tpot <= slo_tpot)
 
 
-def gpu_load(eng: Engine, req: Requests, n_gpus: int, pred_tokens: jax.Array):
+def gpu_load(eng: Engine, req: Requests, pred_tokens: jax.Array):
   """Per-GPU load features [N] each: outstanding/waiting/running counts, outstanding prefill
   tokens, predicted outstanding decode tokens (from the noisy predictor, never the true length)."""
   live = (eng.status == WAITING) | (eng.status == RUNNING)
@@ -404,7 +410,6 @@ def gpu_load(eng: Engine, req: Requests, n_gpus: int, pred_tokens: jax.Array):
   running = eng.status == RUNNING
   rem_pf = jnp.where(live, eng.pt - eng.pf, 0)
   rem_dec = jnp.where(live, jnp.maximum(pred_tokens - eng.gen, 1), 0)
-  del n_gpus  # = eng.busy.shape[0]
   cols = _per_gpu_sums(_gpu_onehot(eng, jnp.float32),
                        [live.astype(jnp.int32), waiting.astype(jnp.int32),
                         running.astype(jnp.int32), rem_pf, rem_dec])

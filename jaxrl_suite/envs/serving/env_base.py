@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import flax.struct as struct
+import jax
 import jax.numpy as jnp
 from gymnax.environments import environment, spaces
 
@@ -47,3 +48,46 @@ class ServingEnv(environment.Environment):
 
   def observation_space(self, params=None) -> spaces.Box:
     return spaces.Box(self.obs_low, self.obs_high, (self.obs_dim,), jnp.float32)
+
+
+class EventEnv(ServingEnv):
+  """A serving env driven by the event engine (engine.py): one step is `act` (apply the decision,
+  return the horizon), the GPU events up to the horizon, then `finish`. Its state has `eng`,
+  `req`, `t`, `n_good` and `time`. `evaluate.rollout_events` calls the same three pieces, event by
+  event, so vmapped lanes need not wait for each other inside a step.
+
+  fast_forward: book runs of identical pure-decode iterations as one exact event (engine.py);
+  False simulates one event per iteration (same results, ~10x more events).
+  """
+
+  def __init__(self, table_size: int, max_events: int, fast_forward: bool = True):
+    super().__init__()
+    self.table_size = table_size
+    self.max_events = max_events   # events per step before the step is cut (counted in cap_hits)
+    self.fast_forward = fast_forward
+
+  def process_event(self, state, g, te, horizon, params):
+    """Ends GPU g's iteration (or decode span) at te: (state, requests finished within the SLO)."""
+    eng, good, _ = engine.process_event(state.eng, state.req, params.hw, g, te, params.slo_ttft,
+                                        params.slo_tpot, horizon, self.fast_forward)
+    return state.replace(eng=eng), good
+
+  def finish(self, state, horizon, n_good, params):
+    """Second half of a step, after the events up to `horizon`: (obs, state, reward, done, info)."""
+    state = state.replace(t=horizon, n_good=state.n_good + n_good, time=state.time + 1)
+    done = self.is_terminal(state, params)
+    info = {"n_good": state.n_good, "cap_hits": state.eng.cap_hits}
+    return (jax.lax.stop_gradient(self.get_obs(state, params)), jax.lax.stop_gradient(state),
+            n_good.astype(jnp.float32), done, info)
+
+  def step_env(self, key, state, action, params):
+    state, horizon = self.act(state, action, params)
+    eng, n_good, _ = engine.run_until(state.eng, state.req, params.hw, horizon, self.max_events,
+                                      params.slo_ttft, params.slo_tpot, self.fast_forward)
+    return self.finish(state.replace(eng=eng), horizon, n_good, params)
+
+  def is_terminated(self, state, params) -> jax.Array:
+    return jnp.all(state.eng.status == engine.DONE)
+
+  def is_terminal(self, state, params) -> jax.Array:
+    return self.is_terminated(state, params)

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_suite.envs.serving import cost_model, engine
+from jaxrl_suite.envs.serving import cost_model, engine, env_base
 
 LONG_OUTPUT = 256  # "long" request for the segregation index: true output > 256 tokens
 
@@ -22,10 +22,10 @@ LONG_OUTPUT = 256  # "long" request for the segregation index: true output > 256
 def rollout(env, params, policy: Callable, pparams: Any, key, max_steps: int):
   """Runs one episode of `policy(pparams, obs, key)`; returns (final_state, steps, return).
 
-  Event-driven envs (those with `act`/`finish`: ServingRoute-v0 and continuous ServingBatch-v0)
+  Event-driven envs (`env_base.EventEnv`: ServingRoute-v0 and continuous ServingBatch-v0)
   go through `rollout_events`, which gives the same final state as stepping `step_env`.
   """
-  if hasattr(env, "act") and hasattr(env, "finish"):
+  if isinstance(env, env_base.EventEnv):
     return rollout_events(env, params, policy, pparams, key, max_steps)
   k_reset, k_loop = jax.random.split(key)
   obs, state = env.reset_env(k_reset, params)
@@ -63,7 +63,6 @@ def rollout_events(env, params, policy: Callable, pparams: Any, key, max_steps: 
   """
   k_reset, k_loop = jax.random.split(key)
   obs, state = env.reset_env(k_reset, params)
-  slo = (params.slo_ttft, params.slo_tpot)
   z = jnp.zeros((), jnp.int32)
 
   def decide(obs, state, key):
@@ -78,9 +77,8 @@ def rollout_events(env, params, policy: Callable, pparams: Any, key, max_steps: 
 
   def on_event(c):
     state, horizon, n_ev, step_good, steps, ret, done, key, g, te = c
-    eng, good, _ = engine.process_event(state.eng, state.req, params.hw, g, te, *slo, horizon,
-                                        getattr(env, "fast_forward", True))
-    return state.replace(eng=eng), horizon, n_ev + 1, step_good + good, steps, ret, done, key
+    state, good = env.process_event(state, g, te, horizon, params)
+    return state, horizon, n_ev + 1, step_good + good, steps, ret, done, key
 
   def on_step_end(c):
     state, horizon, n_ev, step_good, steps, ret, done, key, g, te = c

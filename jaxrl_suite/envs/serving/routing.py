@@ -58,7 +58,7 @@ def _type_onehot(type_id):
   return jnp.stack([h, a, ~(h | a)], -1).astype(jnp.float32)
 
 
-class ServingRoute(env_base.ServingEnv):
+class ServingRoute(env_base.EventEnv):
   """Heterogeneous-GPU request routing; see the module docstring for the MDP."""
 
   env_name = "ServingRoute-v0"
@@ -66,11 +66,8 @@ class ServingRoute(env_base.ServingEnv):
 
   def __init__(self, n_gpus: int = 4, table_size: int = 128, max_events: int = 256,
                fast_forward: bool = True):
-    super().__init__()
+    super().__init__(table_size, max_events, fast_forward)
     self.n_gpus = n_gpus
-    self.table_size = table_size
-    self.max_events = max_events
-    self.fast_forward = fast_forward  # decode spans (engine.py); False: one event per iteration
 
   @property
   def num_actions(self) -> int:
@@ -112,26 +109,6 @@ class ServingRoute(env_base.ServingEnv):
                         state.t + params.drain_dt)
     return state.replace(eng=eng, nxt=nxt), horizon
 
-  def finish(self, state: EnvState, horizon, n_good, params: EnvParams):
-    """Second half of a step, after the events up to `horizon`: (obs, state, reward, done, info)."""
-    state = state.replace(t=horizon, n_good=state.n_good + n_good, time=state.time + 1)
-    done = self.is_terminal(state, params)
-    info = {"n_good": state.n_good, "cap_hits": state.eng.cap_hits}
-    return (jax.lax.stop_gradient(self.get_obs(state, params)), jax.lax.stop_gradient(state),
-            n_good.astype(jnp.float32), done, info)
-
-  def step_env(self, key, state: EnvState, action, params: EnvParams):
-    state, horizon = self.act(state, action, params)
-    eng, n_good, _ = engine.run_until(state.eng, state.req, params.hw, horizon, self.max_events,
-                                      params.slo_ttft, params.slo_tpot, self.fast_forward)
-    return self.finish(state.replace(eng=eng), horizon, n_good, params)
-
-  def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
-    return jnp.all(state.eng.status == engine.DONE)
-
-  def is_terminal(self, state: EnvState, params: EnvParams) -> jax.Array:
-    return self.is_terminated(state, params)
-
   def action_mask(self, state: EnvState, params: EnvParams) -> jax.Array:
     has = state.nxt < self.table_size
     return jnp.where(has, True, jnp.arange(self.n_gpus) == 0)
@@ -141,7 +118,7 @@ class ServingRoute(env_base.ServingEnv):
     req, hw = state.req, params.hw
     eng = engine.at_time(state.eng, req, hw, state.t)   # inside decode spans: as seen at t
     pred_tok = jnp.asarray(workload.BUCKET_TOKENS)[req.pred]
-    load = engine.gpu_load(eng, req, n, pred_tok)
+    load = engine.gpu_load(eng, req, pred_tok)
     f = lambda x: x.astype(jnp.float32)
     per = jnp.concatenate([
         jnp.stack([f(load["outstanding"]) / 16, f(load["waiting"]) / 16,
