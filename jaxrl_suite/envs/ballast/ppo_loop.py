@@ -33,6 +33,7 @@ import ml_collections
 import optax
 from flax.training.train_state import TrainState
 
+from jaxrl_suite.algos import on_policy
 from jaxrl_suite.core import losses
 from jaxrl_suite.core.gae import gae
 
@@ -80,7 +81,7 @@ def make_ppo_train(c: ml_collections.ConfigDict, env, env_params, agent: AgentFn
 
   def loss_fn(params, tr: Transition, adv, targets):
     log_prob, ent, value, aux = agent.loss_terms(params, tr.record, tr.label)
-    adv_n = (adv - adv.mean()) / (adv.std() + 1e-8)
+    adv_n = on_policy.normalize(adv, True)
     pg = losses.ppo_clip_loss(log_prob, tr.log_prob, adv_n, c.clip_eps)
     vl = losses.clipped_value_loss(value, tr.value, targets, c.clip_eps)
     ent = ent.mean()
