@@ -1,0 +1,1 @@
+"""Text environments for LM agents: observations are token blocks, actions are token sequences."""
