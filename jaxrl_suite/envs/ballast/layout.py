@@ -19,13 +19,16 @@ checks (every tank must be fillable and drainable) live in `routes.build_routes`
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import os
 from typing import Any, Mapping
 
 EDGE_KINDS = ("seachest", "overboard", "pumpside", "main", "branch", "branch_db")
 NODE_TYPES = ("sea", "pump", "junction", "tank")
-LAYOUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "layouts")
+# Shipped layouts are package data (see setup.cfg), read through importlib.resources so that they
+# are found in a wheel or zip install as well as in a checkout.
+LAYOUTS = importlib.resources.files("jaxrl_suite.envs.ballast") / "layouts"
 _HYDRO_KEYS = ("displacement_t", "gm_m", "mctc_tm_per_cm", "lcf_m", "rho_t_per_m3")
 
 
@@ -35,23 +38,44 @@ class LayoutError(ValueError):
 
 def available_layouts() -> list[str]:
   """Names of the layouts shipped in `layouts/` (without `.json`)."""
-  return sorted(f[:-5] for f in os.listdir(LAYOUT_DIR) if f.endswith(".json"))
+  return sorted(f.name[:-5] for f in LAYOUTS.iterdir() if f.name.endswith(".json"))
 
 
 def load_layout(name_or_path: str) -> dict[str, Any]:
-  """Loads and validates a layout by shipped name ("ring14") or by JSON file path."""
-  path = name_or_path
-  if not os.path.exists(path):
-    path = os.path.join(LAYOUT_DIR, f"{name_or_path}.json")
-  if not os.path.exists(path):
+  """Loads and validates a layout by shipped name ("ring14") or by JSON file path.
+
+  Every failure (missing file, not UTF-8 text, not JSON, invalid layout) is a LayoutError whose
+  message names the file.
+  """
+  if os.path.exists(name_or_path):
+    path, source = name_or_path, None
+  elif name_or_path in available_layouts():
+    source = LAYOUTS / f"{name_or_path}.json"
+    path = f"{name_or_path} (shipped layout)"
+  else:
     raise LayoutError(f"no layout file {name_or_path!r}; shipped layouts: {available_layouts()}")
-  with open(path) as f:
-    try:
-      layout = json.load(f)
-    except json.JSONDecodeError as err:
-      raise LayoutError(f"{path}: not valid JSON ({err})") from err
-  validate_layout(layout)
+  try:
+    text = source.read_text(encoding="utf-8") if source is not None else _read_text(path)
+    layout = json.loads(text)
+  except UnicodeDecodeError:
+    raise LayoutError(f"{path}: not a UTF-8 text file (a layout is JSON)") from None
+  except json.JSONDecodeError as err:
+    raise LayoutError(f"{path}: not valid JSON ({err})") from err
+  if not isinstance(layout, dict):
+    raise LayoutError(f"{path}: a layout is a JSON object, got {type(layout).__name__}")
+  try:
+    validate_layout(layout)
+  except LayoutError as err:
+    raise LayoutError(f"{path}: {err}") from None
   return layout
+
+
+def _read_text(path: str) -> str:
+  try:
+    with open(path, encoding="utf-8") as f:
+      return f.read()
+  except IsADirectoryError:
+    raise LayoutError(f"{path}: is a directory, not a layout JSON file") from None
 
 
 def validate_layout(layout: Mapping[str, Any]) -> None:

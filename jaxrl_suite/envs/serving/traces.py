@@ -16,14 +16,18 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime as _dt
+import importlib.resources
+import io
 import os
 
 import numpy as np
 
-DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+# Shipped samples are package data (see setup.cfg), read through importlib.resources so that
+# they are found in a wheel or zip install as well as in a checkout.
+DATA = importlib.resources.files("jaxrl_suite.envs.serving") / "data"
 SHIPPED = {
-    "azure_conv": os.path.join(DATA_DIR, "azure2023_conv_sample.csv"),
-    "azure_code": os.path.join(DATA_DIR, "azure2023_code_sample.csv"),
+    "azure_conv": "azure2023_conv_sample.csv",
+    "azure_code": "azure2023_code_sample.csv",
 }
 
 _FORMATS = {
@@ -92,7 +96,23 @@ def load_trace(path: str, name: str | None = None) -> Trace:
   """Reads and validates a trace CSV (format from its header). Raises TraceError(file:line)."""
   if not os.path.exists(path):
     raise TraceError(f"{path}: file not found")
-  with open(path, newline="") as f:
+  if os.path.isdir(path):
+    raise TraceError(f"{path}: is a directory, not a trace CSV file")
+  with open(path, "rb") as f:
+    raw = f.read()
+  return parse_trace(raw, path, name or os.path.splitext(os.path.basename(path))[0])
+
+
+def parse_trace(raw: bytes, path: str, name: str) -> Trace:
+  """Parses the bytes of a trace CSV; `path` only names the source in errors."""
+  if b"\0" in raw[:4096]:
+    raise TraceError(f"{path}: binary file, not a trace CSV (expected a text header such as "
+                     f"{','.join(_FORMATS['azure'])})")
+  try:
+    text = raw.decode("utf-8-sig")
+  except UnicodeDecodeError as err:
+    raise TraceError(f"{path}: not a UTF-8 text CSV (byte {err.start} cannot be decoded)") from None
+  with io.StringIO(text, newline="") as f:
     reader = csv.reader(f)
     try:
       header = next(reader)
@@ -141,13 +161,15 @@ def load_trace(path: str, name: str | None = None) -> Trace:
   if not ts:
     raise TraceError(f"{path}:2: no data rows")
   arr = np.asarray(ts, np.float64)
-  return Trace(arr - arr[0], np.asarray(ps, np.int64), np.asarray(os_, np.int64),
-               name or os.path.splitext(os.path.basename(path))[0])
+  return Trace(arr - arr[0], np.asarray(ps, np.int64), np.asarray(os_, np.int64), name)
 
 
 def load_shipped(name: str = "azure_conv") -> Trace:
   """One of the trace samples shipped in `data/` (see data/ATTRIBUTION.md)."""
-  return load_trace(SHIPPED[name], name)
+  if name not in SHIPPED:
+    raise TraceError(f"no shipped trace {name!r}; shipped: {sorted(SHIPPED)}")
+  src = DATA / SHIPPED[name]
+  return parse_trace(src.read_bytes(), f"{SHIPPED[name]} (shipped trace)", name)
 
 
 # --------------------------------------------------------------------------- synthetic workloads

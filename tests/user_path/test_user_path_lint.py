@@ -1,0 +1,40 @@
+"""The ruff configuration in pyproject.toml holds for the whole repository, and the files a user
+of a Python package expects are there (LICENSE matching the metadata, py.typed)."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+
+def _ruff() -> list[str] | None:
+  exe = shutil.which("ruff", path=os.path.dirname(sys.executable)) or shutil.which("ruff")
+  return [exe] if exe else None
+
+
+def test_ruff_check_passes(repo_root):
+  cmd = _ruff()
+  if cmd is None:
+    pytest.skip("ruff is not installed (pip install -e '.[test]')")
+  out = subprocess.run(cmd + ["check", "--no-cache", "."], cwd=repo_root, capture_output=True,
+                       text=True, timeout=120)
+  assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+
+
+def test_ruff_is_configured_for_this_code_base(repo_root):
+  import tomllib
+  with open(os.path.join(repo_root, "pyproject.toml"), "rb") as f:
+    cfg = tomllib.load(f)["tool"]["ruff"]
+  assert cfg["indent-width"] == 2 and cfg["line-length"] == 100
+  assert {"E9", "F82"} <= set(cfg["lint"]["select"])
+
+
+def test_license_and_py_typed(repo_root):
+  with open(os.path.join(repo_root, "LICENSE")) as f:
+    text = f.read()
+  assert "Apache License" in text and "Version 2.0" in text
+  with open(os.path.join(repo_root, "setup.cfg")) as f:
+    assert "license = Apache-2.0" in f.read()
+  assert os.path.isfile(os.path.join(repo_root, "jaxrl_suite", "py.typed"))
