@@ -71,9 +71,11 @@ class Checkpointer:
       out = self._manager.restore(step, args=ocp.args.Composite(
           state=ocp.args.StandardRestore(abstract)))
     except Exception as e:  # orbax raises many types for unreadable data; name the path.
+      others = [s for s in self.all_steps() if s != step]
       raise CheckpointError(
-          f"checkpoint at {path} is truncated or corrupted ({type(e).__name__}: {e}). Move it "
-          "away and resume from an earlier step, or start a fresh workdir.") from e
+          f"checkpoint at {path} is unreadable (truncated or corrupted: {_first_line(e)})\n"
+          + (f"delete that directory to resume from step {max(others)}, or use a new workdir"
+             if others else "delete it to start over, or use a new workdir")) from e
     return out.state
 
   def metadata(self, step: int) -> dict:
@@ -81,8 +83,9 @@ class Checkpointer:
     try:
       out = self._manager.restore(step, args=ocp.args.Composite(metadata=ocp.args.JsonRestore()))
     except Exception as e:
-      raise CheckpointError(f"checkpoint metadata at {path} is unreadable: {e}") from e
-    return dict(out.metadata)
+      raise CheckpointError(f"checkpoint metadata at {path} is unreadable ({_first_line(e)}); "
+                            "delete that step directory or use a new workdir") from e
+    return dict(out.metadata or {})
 
   def close(self) -> None:
     self._manager.close()
@@ -92,6 +95,13 @@ class Checkpointer:
 
   def __exit__(self, *exc):
     self.close()
+
+
+def _first_line(e: BaseException, limit: int = 160) -> str:
+  """`Type: first line` of an exception: orbax/TensorStore errors can span hundreds of lines."""
+  lines = [l for l in str(e).splitlines() if l.strip()]
+  text = lines[0] if lines else ""
+  return f"{type(e).__name__}: {text[:limit]}{'...' if len(text) > limit else ''}"
 
 
 def restore_latest(directory: str, like: Any) -> tuple[Any, int]:

@@ -1,13 +1,19 @@
-"""Metric logging on the host: JSONL and CSV files with a stride, a progress bar, a plot.
+"""Metric logging on the host: JSONL, CSV and TensorBoard files with a stride, and a plot.
 
 Training runs jit in chunks of updates; each chunk returns stacked per-update metrics, and the
 host loop hands them to `MetricWriter.write_chunk`, which keeps every `stride`-th update. This
 avoids both per-step host callbacks inside jit and unbounded metric arrays (purejaxrl #13).
+
+Resume: `MetricWriter(workdir, start_step=k)` first drops the rows of steps >= k from the JSONL
+and CSV files (a run killed between checkpoints wrote rows that the resumed run writes again),
+and its TensorBoard writer starts with `purge_step=k`, which tells TensorBoard to discard the
+older event files' points at steps >= k. So every file holds each step once.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -19,18 +25,29 @@ import numpy as np
 class MetricWriter:
   """Appends scalar metrics to `<workdir>/metrics.jsonl` and `<workdir>/metrics.csv`."""
 
-  def __init__(self, workdir: str, stride: int = 1):
+  def __init__(self, workdir: str, stride: int = 1, start_step: int | None = None,
+               tensorboard: bool = False):
+    """`start_step`: drop rows of steps >= start_step first (resume); `tensorboard`: also write
+    TensorBoard event files (tensorboardX, no TensorFlow) into `workdir`."""
     if stride < 1:
       raise ValueError(f"logging stride must be >= 1, got {stride}")
     os.makedirs(workdir, exist_ok=True)
+    self.workdir = workdir
     self.jsonl_path = os.path.join(workdir, "metrics.jsonl")
     self.csv_path = os.path.join(workdir, "metrics.csv")
     self.stride = stride
     self._fields: list[str] | None = None
+    if start_step is not None:
+      truncate_metrics(workdir, start_step)
     if os.path.exists(self.csv_path):
       with open(self.csv_path) as f:
         header = f.readline().strip()
       self._fields = header.split(",") if header else None
+    self._tb = None
+    if tensorboard:
+      from tensorboardX import SummaryWriter  # lazy: only runs that log to TensorBoard need it
+      self._tb = SummaryWriter(logdir=workdir, purge_step=start_step or None,
+                               flush_secs=30)
 
   def write(self, step: int, metrics: Mapping[str, float]) -> None:
     row = {"step": int(step)}
@@ -43,6 +60,19 @@ class MetricWriter:
         csv.writer(f).writerow(self._fields)
     with open(self.csv_path, "a", newline="") as f:
       csv.writer(f).writerow([row.get(k, "") for k in self._fields])
+    if self._tb is not None:
+      for k, v in row.items():
+        if k != "step" and v is not None:
+          self._tb.add_scalar(k, v, global_step=int(step))
+
+  def flush(self) -> None:
+    if self._tb is not None:
+      self._tb.flush()
+
+  def close(self) -> None:
+    if self._tb is not None:
+      self._tb.close()
+      self._tb = None
 
   def write_chunk(self, first_step: int, metrics: Mapping[str, np.ndarray]) -> int:
     """Writes rows for updates first_step .. first_step+n-1 whose index is a stride multiple.
@@ -58,6 +88,55 @@ class MetricWriter:
         self.write(step, {k: _nanmean(v[i]) for k, v in arrays.items()})
         written += 1
     return written
+
+
+def truncate_metrics(workdir: str, start_step: int) -> int:
+  """Removes the rows of steps >= start_step from metrics.{jsonl,csv}; returns rows kept.
+
+  Each file is rewritten to a temporary name and renamed, so a kill mid-way leaves either the
+  old or the new file, never half of one.
+  """
+  kept = 0
+  jsonl = os.path.join(workdir, "metrics.jsonl")
+  if os.path.exists(jsonl):
+    with open(jsonl) as f:
+      lines = [l for l in f if l.strip()]
+    good = []
+    for l in lines:
+      try:
+        if json.loads(l)["step"] < start_step:
+          good.append(l)
+      except (json.JSONDecodeError, KeyError, TypeError):
+        pass   # a row cut by a kill mid-write
+    _replace(jsonl, "".join(good))
+    kept = len(good)
+  path = os.path.join(workdir, "metrics.csv")
+  if os.path.exists(path):
+    with open(path, newline="") as f:
+      rows = list(csv.reader(f))
+    if rows:
+      head, body = rows[0], rows[1:]
+      i = head.index("step") if "step" in head else 0
+      body = [r for r in body if len(r) == len(head) and _int_or_none(r[i]) is not None
+              and _int_or_none(r[i]) < start_step]
+      buf = io.StringIO()
+      csv.writer(buf).writerows([head] + body)
+      _replace(path, buf.getvalue())
+  return kept
+
+
+def _int_or_none(s: str) -> int | None:
+  try:
+    return int(s)
+  except ValueError:
+    return None
+
+
+def _replace(path: str, text: str) -> None:
+  tmp = path + ".tmp"
+  with open(tmp, "w", newline="") as f:
+    f.write(text)
+  os.replace(tmp, path)
 
 
 def _nanmean(x) -> float:

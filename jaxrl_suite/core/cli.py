@@ -1,0 +1,195 @@
+"""Command-line plumbing shared by `jaxrl_suite.train` and the experiment scripts.
+
+Three things a user of a config-driven CLI expects, in one place:
+
+* `--config.x=2e5` is accepted for an integer field when the value is integral
+  (`normalize_number_overrides`); ml_collections would reject it.
+* an unknown field (`--config.learning_rate`) is refused before anything runs, with the nearest
+  valid name and the list of fields (`check_config_overrides`).
+* user errors (a bad value, an unreadable file, a checkpoint that does not match) are printed as
+  one or two lines naming the field or file and what to do, with exit status 2, instead of a
+  traceback (`run`); `--debug` keeps the traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import os
+import re
+import sys
+from typing import Any, Callable, Iterable, Sequence
+
+from absl import app, flags
+
+USAGE_EXIT = 2   # the conventional status of a command-line usage error (argparse, getopt)
+
+_FLOAT_INT = re.compile(r"^[+-]?\d+(\.\d*)?[eE][+]?\d+$|^[+-]?\d+\.0*$")
+
+
+class UserError(Exception):
+  """An error in what the user supplied (config, files, workdir); the message says what to do."""
+
+
+def user_error_types() -> tuple[type[BaseException], ...]:
+  """Exceptions printed as a short message (exit 2) rather than a traceback.
+
+  Validation in this code base raises ValueError (and its subclasses LayoutError, TraceError)
+  naming the field or file; checkpoints raise CheckpointError; unreadable files raise OSError.
+  """
+  from jaxrl_suite.core.checkpoint import CheckpointError
+  return (UserError, ValueError, CheckpointError, OSError)
+
+
+def define_debug_flag() -> None:
+  """Defines `--debug` once per process (every script imports this)."""
+  if "debug" not in flags.FLAGS:
+    flags.DEFINE_bool("debug", False, "show the full traceback of an error instead of a short "
+                      "message")
+
+
+def _debug_requested(argv: Sequence[str]) -> bool:
+  try:
+    return bool(flags.FLAGS["debug"].value) if flags.FLAGS.is_parsed() else False
+  except KeyError:
+    pass
+  return "--debug" in argv or "--debug=true" in argv
+
+
+def short_message(err: BaseException) -> str:
+  """The first lines of an error, at most two, each at most 400 characters."""
+  text = str(err).strip() or type(err).__name__
+  if isinstance(err, OSError) and getattr(err, "filename", None):
+    text = f"{err.filename}: {err.strerror or text}"
+  lines = [l[:400] for l in text.splitlines() if l.strip()][:2]
+  return "\n".join(lines)
+
+
+def fail(message: str, code: int = USAGE_EXIT) -> None:
+  print(f"error: {message}", file=sys.stderr)
+  sys.exit(code)
+
+
+# ------------------------------------------------------------------------------ argv checks
+
+def normalize_number_overrides(argv: Sequence[str], prefix: str = "--config.") -> list[str]:
+  """`--config.x=2e5` -> `--config.x=200000` when the value is an integral float literal.
+
+  An integral value is exact as an int, and an int is valid for a float field too, so the
+  rewrite is safe whatever the field's type. Non-integral values (`1e-3`) are left as they are.
+  """
+  out = []
+  for a in argv:
+    if a.startswith(prefix) and "=" in a:
+      key, val = a.split("=", 1)
+      if _FLOAT_INT.match(val.strip()):
+        f = float(val)
+        if f.is_integer() and abs(f) < 2 ** 63:
+          a = f"{key}={int(f)}"
+    out.append(a)
+  return out
+
+
+def _config_arg(argv: Sequence[str], name: str) -> str | None:
+  for i, a in enumerate(argv):
+    if a.startswith(f"--{name}="):
+      return a.split("=", 1)[1]
+    if a == f"--{name}" and i + 1 < len(argv):
+      return argv[i + 1]
+  return None
+
+
+def load_config_file(spec: str):
+  """Loads `path[:arg]` the way ml_collections' config_flags does: `get_config(arg)`."""
+  path, _, arg = spec.partition(":")
+  if not os.path.isfile(path):
+    raise UserError(f"--config={spec}: no config file {path!r}")
+  modspec = importlib.util.spec_from_file_location("_jaxrl_user_config", path)
+  module = importlib.util.module_from_spec(modspec)
+  try:
+    modspec.loader.exec_module(module)
+  except Exception as e:  # a broken config file: name it, whatever it raised
+    raise UserError(f"--config={spec}: the config file failed to load "
+                    f"({type(e).__name__}: {short_message(e)})") from e
+  if not hasattr(module, "get_config"):
+    raise UserError(f"--config={spec}: {path} has no get_config() function")
+  return module.get_config(arg) if arg else module.get_config()
+
+
+def field_names(config, prefix: str = "") -> list[str]:
+  """Dotted names of every field of a ConfigDict (nested ones included)."""
+  out = []
+  for k in config.keys():
+    v = config[k]
+    out.append(prefix + k)
+    if hasattr(v, "keys") and not isinstance(v, dict):
+      out += field_names(v, prefix + k + ".")
+  return out
+
+
+def unknown_field_message(field: str, known: Iterable[str], flag: str = "config") -> str:
+  known = sorted(known)
+  near = difflib.get_close_matches(field, known, n=1, cutoff=0.0)
+  # difflib prefers long common runs; "learning_rate" vs "lr" shares little, so also try the
+  # initials of snake_case names ("learning_rate" -> "lr").
+  initials = "".join(p[0] for p in field.split(".")[-1].split("_") if p)
+  by_initials = [k for k in known if k.split(".")[-1] == initials]
+  guess = by_initials[0] if by_initials else (near[0] if near else None)
+  hint = f"; did you mean {guess}?" if guess else ""
+  return (f"--{flag}.{field}: unknown field{hint}\n"
+          f"fields: {', '.join(known)}")
+
+
+def check_config_overrides(argv: Sequence[str], flag: str = "config") -> None:
+  """Raises UserError if an `--<flag>.a.b=...` names no field of the config file's config.
+
+  Runs before absl parses the flags (whose error for an unknown field is a traceback).
+  """
+  spec = _config_arg(argv, flag)
+  overrides = [a[len(flag) + 3:].split("=", 1)[0] for a in argv
+               if a.startswith(f"--{flag}.")]
+  if spec is None or not overrides:
+    return
+  known = set(field_names(load_config_file(spec)))
+  for field in overrides:
+    if field not in known:
+      raise UserError(unknown_field_message(field, known, flag))
+
+
+# ------------------------------------------------------------------------------ entry point
+
+def run(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,
+        config_flag: str | None = "config") -> None:
+  """`absl.app.run(main)` with user errors as short messages (exit 2) and `--debug`.
+
+  Before absl parses the command line: integral `--config.x=2e5` values become ints and
+  unknown `--config.*` fields are refused. A flag parsing error (a value of the wrong type)
+  is one line with exit status 2 too.
+  """
+  define_debug_flag()
+  argv = list(sys.argv if argv is None else argv)
+  debug = "--debug" in argv or "--debug=true" in argv
+  if config_flag:
+    argv = normalize_number_overrides(argv, f"--{config_flag}.")
+    try:
+      check_config_overrides(argv, config_flag)
+    except UserError as e:
+      if debug:
+        raise
+      fail(short_message(e))
+
+  def parser(args):
+    try:
+      return flags.FLAGS(args)
+    except flags.Error as e:
+      fail(f"{short_message(e)}\nsee --help for the flags and config fields")
+
+  def wrapped(args):
+    try:
+      return main(args)
+    except user_error_types() as e:
+      if _debug_requested(args):
+        raise
+      fail(short_message(e))
+
+  app.run(wrapped, argv=argv, flags_parser=parser)
