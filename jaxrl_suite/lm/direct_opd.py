@@ -188,6 +188,7 @@ class DistillState(NamedTuple):
   rl_params: Any      # teacher RL policy theta_RL
   perm: jax.Array     # [V] vocabulary permutation applied to the delta (identity = no control)
   vanilla: jax.Array  # float scalar: 1 = vanilla OPD loss, 0 = Direct-OPD loss (see make_step)
+  adaptive: jax.Array  # float scalar: 1 = alpha follows `adaptive_alpha`, 0 = alpha fixed
 
 
 def make_step(cfg: lm_model.LMConfig, pair_cfg: lm_model.LMConfig, task, dcfg: DistillConfig):
@@ -195,9 +196,13 @@ def make_step(cfg: lm_model.LMConfig, pair_cfg: lm_model.LMConfig, task, dcfg: D
 
   One program serves every mode; the mode is data in the state, so a single compilation per
   student size runs Direct-OPD, the shuffled control and vanilla OPD:
-    init(params, ref_params, rl_params, mode="direct_opd", perm=None)
+    init(params, ref_params, rl_params, mode="direct_opd", perm=None, adaptive=None)
   "direct_opd": delta r (state.perm = identity); "shuffled": r permuted by a fixed derangement
-  `perm`; "vanilla_opd": reverse KL toward pi_RL (state.vanilla = 1). Both losses share the
+  `perm`; "vanilla_opd": reverse KL toward pi_RL (state.vanilla = 1). `adaptive` (default
+  `dcfg.adaptive`) is data too (state.adaptive): False keeps alpha at `dcfg.alpha_init` for the
+  whole run, which at alpha_init = 1 and pi_S = pi_ref makes the optimum exactly pi_RL (the
+  consistency check; at alpha = 1 the Direct-OPD gradient is the vanilla-OPD gradient toward
+  pi_RL, see tests). Both losses share the
   teacher's RL logits (vanilla needs only those; the delta adds the reference pass), and the
   unused one is multiplied by 0. All parameter sets travel in the `DistillState`.
   """
@@ -205,7 +210,8 @@ def make_step(cfg: lm_model.LMConfig, pair_cfg: lm_model.LMConfig, task, dcfg: D
   opt = optax.chain(optax.clip_by_global_norm(dcfg.max_grad_norm), optax.adam(dcfg.lr))
   data = distributed.data_sharding(distributed.make_mesh())
 
-  def init(params, ref_params, rl_params, mode: str = "direct_opd", perm=None):
+  def init(params, ref_params, rl_params, mode: str = "direct_opd", perm=None,
+           adaptive: Optional[bool] = None):
     if mode not in MODES:
       raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if mode == "shuffled" and perm is None:
@@ -213,7 +219,8 @@ def make_step(cfg: lm_model.LMConfig, pair_cfg: lm_model.LMConfig, task, dcfg: D
     perm = jnp.arange(cfg.vocab_size) if mode != "shuffled" else perm
     return DistillState(params, opt.init(params), jnp.float32(dcfg.alpha_init), params,
                         ref_params, rl_params, perm,
-                        jnp.float32(1.0 if mode == "vanilla_opd" else 0.0))
+                        jnp.float32(1.0 if mode == "vanilla_opd" else 0.0),
+                        jnp.float32(dcfg.adaptive if adaptive is None else bool(adaptive)))
 
   def step(state: DistillState, key):
     params, opt_state, alpha = state.params, state.opt_state, state.alpha
@@ -238,10 +245,9 @@ def make_step(cfg: lm_model.LMConfig, pair_cfg: lm_model.LMConfig, task, dcfg: D
     (loss, aux), g = jax.value_and_grad(loss_fn, has_aux=True)(params)
     upd, opt_state = opt.update(g, opt_state, params)
     params = optax.apply_updates(params, upd)
-    if dcfg.adaptive:
-      new_alpha = adaptive_alpha(alpha, aux["rbar"], dcfg.alpha_eps, dcfg.alpha_min,
-                                 dcfg.alpha_max)
-      alpha = jnp.where(v > 0, alpha, new_alpha)
+    new_alpha = adaptive_alpha(alpha, aux["rbar"], dcfg.alpha_eps, dcfg.alpha_min,
+                               dcfg.alpha_max)
+    alpha = jnp.where((v > 0) | (state.adaptive <= 0), alpha, new_alpha)
     rewards = task.reward(ops, tokens)
     new = state._replace(params=params, opt_state=opt_state, alpha=alpha)
     return new, {"loss": loss, "alpha": alpha, "reward": rewards.mean(), **aux}
@@ -252,13 +258,15 @@ def make_step(cfg: lm_model.LMConfig, pair_cfg: lm_model.LMConfig, task, dcfg: D
 def train(cfg: lm_model.LMConfig, start_params: Any, pair: DeltaPair, task, dcfg: DistillConfig,
           keys: jax.Array, mode: str = "direct_opd", perm: Optional[jax.Array] = None,
           rl_params_per_seed: bool = True, start_per_seed: bool = False, chunk: int = 50,
-          progress: bool = True, desc: str = "",
-          timing: Optional[dict] = None) -> tuple[Any, dict]:
+          progress: bool = True, desc: str = "", timing: Optional[dict] = None,
+          adaptive: Optional[bool] = None) -> tuple[Any, dict]:
   """Distils into `start_params` for each seed in keys [S, 2] (vmapped).
 
   If `rl_params_per_seed`, pair.rl_params has a leading seed axis (seed i's student uses seed i's
   RL teacher); if `start_per_seed`, so do start_params and pair.ref_params (one pretrained
   family per seed). mode "shuffled" needs `perm`. `timing` as in `pretrain.run_chunked`.
+  `adaptive` overrides `dcfg.adaptive` (None: use it); it is data, so adaptive and fixed-alpha
+  runs of one student size share one compilation.
   Returns (student params stacked over seeds, metrics {name: [S, steps]}).
   """
   n = keys.shape[0]
@@ -267,7 +275,7 @@ def train(cfg: lm_model.LMConfig, start_params: Any, pair: DeltaPair, task, dcfg
   rl = pair.rl_params if rl_params_per_seed else bcast(pair.rl_params)
   start = start_params if start_per_seed else bcast(start_params)
   ref = pair.ref_params if start_per_seed else bcast(pair.ref_params)
-  state = jax.vmap(lambda p, r, q: init(p, r, q, mode, perm))(start, ref, rl)
+  state = jax.vmap(lambda p, r, q: init(p, r, q, mode, perm, adaptive))(start, ref, rl)
   state, m = lm_grpo.run_seeds(step, state, keys, dcfg.steps, chunk,
                                desc or f"{mode} {cfg.name}", progress, timing)
   return state.params, m

@@ -93,6 +93,63 @@ def test_lm_direct_opd_gradient_equals_expected_reward_gradient():
     assert max(float(jnp.abs(a).max()) for a in jax.tree_util.tree_leaves(g1)) > 1e-4
 
 
+def test_lm_direct_opd_at_alpha1_same_model_gradient_equals_vanilla_opd():
+  """Student start = teacher reference (pi_S = pi_ref), alpha = 1, exact KL: the Direct-OPD
+  objective -E_p[log pi_RL - log pi_ref] + KL(p || pi_ref) = KL(p || pi_RL), so its gradient is
+  vanilla OPD's toward pi_RL at every theta (float64, not only at the start)."""
+  with jax.enable_x64(True):
+    ref = jax.tree.map(lambda x: x.astype(jnp.float64), _params(TINY, 0))
+    rl = jax.tree.map(lambda x: x.astype(jnp.float64), _params(TINY, 1))
+    cur = jax.tree.map(lambda x: x.astype(jnp.float64), _params(TINY, 2))  # theta != ref
+    toks = jax.random.randint(jax.random.PRNGKey(6), (3, 10), 0, tk.VOCAB_SIZE)
+    prompts, resp = toks[:, :4], toks[:, 4:]
+    mask = jnp.array([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 0]], bool)
+    score = lambda p: sampling.response_logits(TINY, p, prompts, resp)
+    l_ref, l_rl = score(ref), score(rl)
+    delta = direct_opd.delta_log_ratio(l_rl, l_ref)
+    start_logp = jax.nn.log_softmax(l_ref, -1)
+    def grads(theta, alpha):  # (Direct-OPD gradient at alpha, vanilla-OPD gradient)
+      g_d = jax.grad(lambda p: direct_opd.direct_opd_loss(score(p), delta, resp, start_logp, mask,
+                                                          alpha)[0])(theta)
+      g_v = jax.grad(lambda p: direct_opd.vanilla_opd_loss(score(p), l_rl, mask)[0])(theta)
+      return g_d, g_v
+
+    grads = jax.jit(grads)
+    for theta in (ref, cur):
+      g_d, g_v = grads(theta, 1.0)
+      for a, b in zip(jax.tree_util.tree_leaves(g_d), jax.tree_util.tree_leaves(g_v)):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-12)
+      assert max(float(jnp.abs(a).max()) for a in jax.tree_util.tree_leaves(g_d)) > 1e-4
+    # At alpha != 1 they differ (the target is pi_ref^(1-1/a) pi_RL^(1/a)).
+    g2, g_v = grads(cur, 2.5)
+    assert max(float(jnp.abs(a - b).max()) for a, b in zip(
+        jax.tree_util.tree_leaves(g2), jax.tree_util.tree_leaves(g_v))) > 1e-4
+
+
+def test_lm_distill_fixed_alpha_stays_put_and_adaptive_moves_in_one_program():
+  """`adaptive` is data in the DistillState: adaptive=False keeps alpha at alpha_init for every
+  step while adaptive=True moves it by 1% per step, with one compiled step for both."""
+  task = lm_tasks.carry_add(num_digits=2, min_value=10)
+  ref, rl = _params(TINY, 0), _params(TINY, 1)
+  dcfg = direct_opd.DistillConfig(steps=3, prompts_per_step=2, rollouts_per_prompt=2,
+                                  alpha_init=1.0)
+  init, step = direct_opd.make_step(TINY, TINY, task, dcfg)
+  step = jax.jit(step)
+  sizes = []
+  for adaptive in (False, True):
+    st = init(ref, ref, rl, "direct_opd", adaptive=adaptive)
+    alphas = []
+    for i in range(3):
+      st, m = step(st, jax.random.PRNGKey(i))
+      alphas.append(float(m["alpha"]))
+    if adaptive:
+      assert all(abs(a - 1.0) > 1e-4 for a in alphas), alphas
+    else:
+      assert alphas == [1.0, 1.0, 1.0], alphas
+    sizes.append(step._cache_size())
+  assert sizes[1] == sizes[0]  # the adaptive run reused the fixed run's compilations
+
+
 def test_lm_direct_opd_kl_term_and_adaptive_alpha():
   logits = jax.random.normal(jax.random.PRNGKey(0), (2, 5, tk.VOCAB_SIZE))
   toks = jnp.zeros((2, 5), jnp.int32)
