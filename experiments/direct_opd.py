@@ -216,7 +216,7 @@ def run_task(config, task, family, seed_keys) -> dict[str, Any]:
   teacher_cost = {"wall_s": timing["run_s"], "compile_s": timing["compile_s"],
                   "flops": lm_grpo.train_flops(teacher_cfg, task, gcfg)}
   out["curves"]["teacher_grpo_reward"] = m["reward"].mean(0).tolist()
-  full = task.name == config.tasks[0]  # the main task gets every baseline; the control fewer
+  full = task.name == config.main_task  # the main task gets every baseline; the other fewer
 
   for size in config.sizes:
     cfg = lm_model.FAMILY[size]
@@ -616,8 +616,8 @@ def main(argv):
     return
   seed_keys = jax.random.split(jax.random.PRNGKey(config.seed), config.num_seeds)
   res, from_cache = {}, {}
-  for name, task in tasks.items():
-    res[name], from_cache[name] = run_task_cached(config, task, family, seed_keys, workdir)
+  for name in sorted(tasks, key=lambda t: t != config.main_task):  # main task first
+    res[name], from_cache[name] = run_task_cached(config, tasks[name], family, seed_keys, workdir)
   claims, summary, md = analyse(config, res)
   results_dir = _RESULTS.value or os.path.join(results_lib.REPO_ROOT, "results")
   os.makedirs(results_dir, exist_ok=True)
