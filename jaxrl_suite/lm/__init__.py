@@ -1,11 +1,19 @@
 """Tiny language models and LLM-RL methods on them.
 
-  tokenizer   one shared V=32 symbol vocabulary (every model, task and method uses it)
-  model       pre-LN decoder-only transformer (flax.linen) with an explicit KV cache; FAMILY
+  tokenizer   versioned symbol vocabularies: v1 (V=32, Direct-OPD), v2 (V=96, text environments)
+  model       pre-LN decoder-only transformer (flax.linen) with an explicit KV cache, per-sequence
+              positions and key masks; FAMILY (v1, T=24) and FAMILY_V2 (v2, T=128-256)
   sampling    temperature / top-k / top-p sampling in one lax.scan; Stepper composition
   tasks       verifiable column-addition tasks (CarryAdd, three-operand control), held-out split
   pretrain    pretraining on a task mixture, chunked jitted loops, orbax checkpoint cache
   grpo        GRPO (group-relative advantages, PPO clip, k3 KL to a reference), evaluation
   direct_opd  Direct-OPD: decode-time delta, distillation loss, adaptive alpha, vanilla OPD,
               shuffled-delta control
+  rollout     multi-turn rollouts against a TextEnvironment in one jitted program (KV cache,
+              windows with truncate-oldest or compaction overflow policies); the Rollout record
+  value       value heads (shared-trunk or separate critic) and the aligned token-scoring pass
+  advantages  token-level GAE (continue / restart at window boundaries), GRPO, GiGPO step groups
+  token_ppo   token-level PPO with token / sequence / segment loss normalisation, critic warm-up
+  behaviour_cloning  pretraining a policy on scripted multi-turn rollouts (a pretrained start)
+  checkpoint  LM checkpoints that record the config and the tokenizer version
 """

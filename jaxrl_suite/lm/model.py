@@ -3,11 +3,19 @@
 One module serves training and decoding. `DecoderLM(cfg)(tokens, positions, cache)`:
 
   tokens    int32 [B, S]
-  positions int32 [S]  absolute positions of the S tokens (default arange(S))
+  positions int32 [S] (shared by the batch) or [B, S] (one offset per sequence, for multi-turn
+            rollouts whose sequences have different lengths); default arange(S)
   cache     None (full causal pass, training) or a list (one per layer) of
             {"k": [B, T_max, H, Dh], "v": [B, T_max, H, Dh]}; the S new keys/values are written
-            at positions[0]..positions[0]+S-1 and every query attends to cache slots <= its position.
-  returns   (logits [B, S, V], new cache or None)
+            at positions[b, 0]..positions[b, 0]+S-1 and every query attends to cache slots <= its
+            position (slots above a query's position may hold stale data: they are never read).
+  key_mask  optional bool [B, T] (T = S without a cache, T_max with one): False slots are never
+            attended (left-padded or gapped prompts). Right padding needs no mask: causality hides it.
+  returns   (logits [B, S, V], new cache or None), plus the final hidden states [B, S, D] with
+            `return_hidden=True` (what a shared-trunk value head reads, `lm.value`).
+
+A full pass longer than cfg.max_len raises ValueError at trace time (a learned position table has
+no row for it; jnp.take would silently return NaN embeddings).
 
 The cache is a plain pytree argument (not a flax mutable collection), so a decode step is a pure
 function that `lax.scan` can carry. Block: x += Attn(LN(x)); x += MLP(LN(x)); final LN, untied head.
@@ -38,6 +46,7 @@ class LMConfig:
   num_heads: int = 2
   d_ff: int = 128
   max_len: int = 32
+  tokenizer_version: int = 1   # which `tokenizer.Vocab` the ids mean; vocab_size must match it
 
   def __post_init__(self):
     for f in ("vocab_size", "d_model", "num_layers", "num_heads", "d_ff", "max_len"):
@@ -45,6 +54,24 @@ class LMConfig:
         raise ValueError(f"LMConfig.{f} must be positive, got {getattr(self, f)}")
     if self.d_model % self.num_heads:
       raise ValueError(f"LMConfig.d_model={self.d_model} not divisible by num_heads={self.num_heads}")
+    vocab = tokenizer.get(self.tokenizer_version)
+    if self.vocab_size != vocab.size:
+      raise ValueError(f"LMConfig.vocab_size={self.vocab_size} does not match tokenizer "
+                       f"v{self.tokenizer_version} (V={vocab.size})")
+
+  @property
+  def vocab(self) -> tokenizer.Vocab:
+    return tokenizer.get(self.tokenizer_version)
+
+
+def assert_same_tokenizer(*cfgs: "LMConfig") -> None:
+  """Raises ValueError unless every config uses the same tokenizer version (and so the same ids).
+
+  Call it wherever two models meet (teacher/student, policy/reference, policy/critic)."""
+  versions = {c.tokenizer_version for c in cfgs}
+  if len(versions) > 1:
+    raise ValueError("models use different tokenizer versions: " +
+                     ", ".join(f"{c.name}: v{c.tokenizer_version}" for c in cfgs))
 
 
 # The family used by the reproductions (same tokenizer, same T_max). Approximate parameter counts
@@ -56,31 +83,52 @@ FAMILY: dict[str, LMConfig] = {
     "l": LMConfig("l", d_model=96, num_layers=4, num_heads=6, d_ff=384, max_len=24),
 }
 
+# Tokenizer v2 (V=96) family for text environments and multi-turn agents: contexts of 128-256
+# tokens. Same widths as FAMILY, so per-token costs compare; only the position table and the
+# embedding/head rows differ.
+_V2 = dict(vocab_size=tokenizer.V2.size, tokenizer_version=2)
+FAMILY_V2: dict[str, LMConfig] = {
+    "xs": LMConfig("v2_xs", d_model=32, num_layers=2, num_heads=2, d_ff=128, max_len=128, **_V2),
+    "s": LMConfig("v2_s", d_model=48, num_layers=2, num_heads=3, d_ff=192, max_len=128, **_V2),
+    "m": LMConfig("v2_m", d_model=64, num_layers=3, num_heads=4, d_ff=256, max_len=256, **_V2),
+    "l": LMConfig("v2_l", d_model=96, num_layers=4, num_heads=6, d_ff=384, max_len=256, **_V2),
+}
+
 
 class Block(nn.Module):
   """Pre-LN transformer block with causal attention over an optional KV cache."""
   cfg: LMConfig
 
   @nn.compact
-  def __call__(self, x, positions, cache):
+  def __call__(self, x, positions, cache, key_mask=None):
+    """positions: [S] or [B, S]; key_mask: None or bool [B, T]."""
     cfg = self.cfg
     b, s, d = x.shape
     nh, dh = cfg.num_heads, cfg.d_model // cfg.num_heads
     h = nn.LayerNorm(name="ln_attn")(x)
     qkv = nn.Dense(3 * d, name="qkv")(h).reshape(b, s, 3, nh, dh)
     q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+    pos_b = jnp.broadcast_to(positions, (b, s))  # [B, S]
     if cache is None:
-      keys, values, key_pos, new_cache = k, v, positions, None
+      keys, values, key_pos, new_cache = k, v, pos_b, None
     else:
-      start = positions[0]
-      keys = jax.lax.dynamic_update_slice(cache["k"], k.astype(cache["k"].dtype), (0, start, 0, 0))
-      values = jax.lax.dynamic_update_slice(cache["v"], v.astype(cache["v"].dtype),
+      if positions.ndim == 1:  # one offset for the batch: a single contiguous write
+        start = positions[0]
+        keys = jax.lax.dynamic_update_slice(cache["k"], k.astype(cache["k"].dtype),
                                             (0, start, 0, 0))
-      key_pos = jnp.arange(keys.shape[1])
+        values = jax.lax.dynamic_update_slice(cache["v"], v.astype(cache["v"].dtype),
+                                              (0, start, 0, 0))
+      else:  # per-sequence offsets (multi-turn rollouts): one slice write per sequence
+        write = jax.vmap(lambda c, u, p0: jax.lax.dynamic_update_slice(c, u, (p0, 0, 0)))
+        keys = write(cache["k"], k.astype(cache["k"].dtype), positions[:, 0])
+        values = write(cache["v"], v.astype(cache["v"].dtype), positions[:, 0])
+      key_pos = jnp.broadcast_to(jnp.arange(keys.shape[1]), (b, keys.shape[1]))
       new_cache = {"k": keys, "v": values}
     scores = jnp.einsum("bshd,bthd->bhst", q, keys) / math.sqrt(dh)
-    allowed = key_pos[None, :] <= positions[:, None]  # [S, T]
-    scores = jnp.where(allowed[None, None], scores, jnp.finfo(scores.dtype).min)
+    allowed = key_pos[:, None, :] <= pos_b[:, :, None]  # [B, S, T]
+    if key_mask is not None:
+      allowed = allowed & key_mask[:, None, :]
+    scores = jnp.where(allowed[:, None], scores, jnp.finfo(scores.dtype).min)
     attn = jax.nn.softmax(scores, axis=-1)
     out = jnp.einsum("bhst,bthd->bshd", attn, values).reshape(b, s, d)
     x = x + nn.Dense(d, name="attn_out")(out)
@@ -96,26 +144,40 @@ class DecoderLM(nn.Module):
 
   @nn.compact
   def __call__(self, tokens, positions: Optional[jax.Array] = None,
-               cache: Optional[Cache] = None):
+               cache: Optional[Cache] = None, key_mask: Optional[jax.Array] = None,
+               return_hidden: bool = False):
     cfg = self.cfg
     if positions is None:
+      if tokens.shape[1] > cfg.max_len:
+        raise ValueError(f"{cfg.name}: sequence of {tokens.shape[1]} tokens is longer than "
+                         f"LMConfig.max_len={cfg.max_len}")
       positions = jnp.arange(tokens.shape[1])
     x = nn.Embed(cfg.vocab_size, cfg.d_model, name="tok_embed")(tokens)
-    x = x + nn.Embed(cfg.max_len, cfg.d_model, name="pos_embed")(positions)[None]
+    pe = nn.Embed(cfg.max_len, cfg.d_model, name="pos_embed")(positions)
+    x = x + (pe[None] if positions.ndim == 1 else pe)
     new_cache = [] if cache is not None else None
     for i in range(cfg.num_layers):
-      x, c = Block(cfg, name=f"block_{i}")(x, positions, None if cache is None else cache[i])
+      x, c = Block(cfg, name=f"block_{i}")(x, positions, None if cache is None else cache[i],
+                                           key_mask)
       if cache is not None:
         new_cache.append(c)
     x = nn.LayerNorm(name="ln_final")(x)
     logits = nn.Dense(cfg.vocab_size, name="head")(x)
+    if return_hidden:
+      return logits, new_cache, x
     return logits, new_cache
 
 
-def init_cache(cfg: LMConfig, batch: int, dtype=jnp.float32) -> Cache:
-  """Zero KV cache for `batch` sequences of up to cfg.max_len tokens."""
+def init_cache(cfg: LMConfig, batch: int, dtype=jnp.float32,
+               length: Optional[int] = None) -> Cache:
+  """Zero KV cache for `batch` sequences of `length` slots (default cfg.max_len).
+
+  A cache may be longer than max_len (the multi-turn rollout keeps scratch slots for padded
+  observation blocks); positions fed to the model must still be < max_len where they matter.
+  """
   dh = cfg.d_model // cfg.num_heads
-  shape = (batch, cfg.max_len, cfg.num_heads, dh)
+  length = cfg.max_len if length is None else length
+  shape = (batch, length, cfg.num_heads, dh)
   return [{"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)}
           for _ in range(cfg.num_layers)]
 

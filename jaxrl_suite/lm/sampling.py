@@ -12,7 +12,7 @@ sampled by the same `sample` function. Everything is jittable and vmappable.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +26,19 @@ NEG_INF = -1e9
 class Stepper(NamedTuple):
   prefill: Callable[[jax.Array], tuple[jax.Array, Any]]
   step: Callable[[Any, jax.Array, jax.Array], tuple[jax.Array, Any]]
+  max_len: Optional[int] = None  # longest context (prompt + response) it can hold; None: unknown
+
+
+def check_context(max_len: Optional[int], prompt_len: int, response_len: int,
+                  where: str = "") -> None:
+  """Raises ValueError (at trace time: shapes are static) if prompt + response > max_len.
+
+  Past max_len the learned position table has no row (jnp.take returns NaN embeddings) and the
+  KV-cache write is clamped onto the last slot, so the failure would otherwise be silent.
+  """
+  if max_len is not None and prompt_len + response_len > max_len:
+    raise ValueError(f"{where}prompt ({prompt_len}) + response ({response_len}) = "
+                     f"{prompt_len + response_len} tokens exceeds the model's max_len={max_len}")
 
 
 class Samples(NamedTuple):
@@ -72,7 +85,7 @@ def lm_stepper(cfg: lm_model.LMConfig, params: Any) -> Stepper:
                                 cache)
     return logits[:, 0], cache
 
-  return Stepper(prefill, step)
+  return Stepper(prefill, step, cfg.max_len)
 
 
 def combine_steppers(steppers: Sequence[Stepper],
@@ -87,13 +100,18 @@ def combine_steppers(steppers: Sequence[Stepper],
     outs = [s.step(st, tokens, pos) for s, st in zip(steppers, states)]
     return combine(*[o[0] for o in outs]), tuple(o[1] for o in outs)
 
-  return Stepper(prefill, step)
+  lens = [s.max_len for s in steppers if s.max_len is not None]
+  return Stepper(prefill, step, min(lens) if lens else None)
 
 
 def sample(stepper: Stepper, prompts: jax.Array, key: jax.Array, num_steps: int,
            temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
            eos_id: int = tokenizer.EOS) -> Samples:
-  """Autoregressively samples `num_steps` tokens after `prompts` [B, P] in one lax.scan."""
+  """Autoregressively samples `num_steps` tokens after `prompts` [B, P] in one lax.scan.
+
+  Raises ValueError at trace time if P + num_steps exceeds the stepper's max_len.
+  """
+  check_context(stepper.max_len, prompts.shape[1], num_steps, "sample: ")
   logits, state = stepper.prefill(prompts)
   b, p = prompts.shape
   done = jnp.zeros((b,), bool)
@@ -119,7 +137,9 @@ def response_logits(cfg: lm_model.LMConfig, params: Any, prompts: jax.Array,
   """Teacher-forced logits that predict each response token: [B, R, V].
 
   One full causal pass over concat(prompts, responses); the logits at positions P-1..P+R-2.
+  Raises ValueError at trace time if P + R exceeds cfg.max_len (the same limit as `sample`).
   """
+  check_context(cfg.max_len, prompts.shape[1], responses.shape[1], "response_logits: ")
   seq = jnp.concatenate([prompts, responses], axis=1)
   logits, _ = lm_model.DecoderLM(cfg).apply({"params": params}, seq[:, :-1])
   return logits[:, prompts.shape[1] - 1:]

@@ -12,7 +12,12 @@ The first observation after `reset` is the task statement: a rollout harness tha
 context restarts the window from [task][summary], so the task must be a block of its own. An
 action that does not parse gets a defined outcome: `error_obs` (a one-token `<err>` block), no
 state change beyond the step counter, reward 0, and `info["invalid"] = True`. Environments may
-add their own info fields (e.g. `state_key` for same-state grouping, ground-truth labels).
+add their own info fields (ground-truth labels, ...); `step_env` must return the same info keys
+on every call (the rollout stacks them over turns).
+
+Same-state grouping (GiGPO / STAPO): `state_key(state, params) -> int32 []` hashes the state an
+action is taken IN (the rollout calls it before `step`). The default -1 means "no key": such
+turns form singleton groups (step-level advantage 0), never one big group.
 """
 
 from __future__ import annotations
@@ -60,6 +65,11 @@ class TextEnvironment(environment.Environment):
   @property
   def eoa_id(self) -> int:
     return self.vocab.id("<eoa>")
+
+  def state_key(self, state, params) -> jax.Array:
+    """int32 [] key of the decision state (override for GiGPO-style grouping; -1 = no key)."""
+    del state, params
+    return jnp.int32(-1)
 
   def error_obs(self) -> TextObs:
     return make_obs(jnp.array([self.vocab.id("<err>")], jnp.int32), 1, self.obs_len)
