@@ -1,0 +1,103 @@
+# CuRe-style claim-level rewards vs holistic rewards on SceneCap (issue 18).
+#
+# COMMAND (full):  .venv/bin/python -m experiments.cure
+# COMMAND (quick, CI smoke test): .venv/bin/python -m experiments.cure --quick
+# The pretrained captioner, the verifier and the holistic RM are cached in --workdir
+# (default workdirs/cure), keyed by their configs.
+"""Config for experiments/cure.py."""
+
+import ml_collections
+
+REWARDS = ("claim_f1", "precision_only", "token_recall", "holistic_rm", "qa_utility")
+
+
+def get_config(arg=None):
+  c = ml_collections.ConfigDict()
+  c.quick = arg == "quick"
+  c.seed = 0
+  c.num_seeds = 5
+  # SceneCap sizes (static) and probabilities (SceneCapParams).
+  c.env = ml_collections.ConfigDict(dict(num_entities=3, num_frames=4, num_colors=4,
+                                         num_shapes=4, num_actions=4, max_events=6,
+                                         max_claims=7, num_halluc=3))
+  c.env_params = ml_collections.ConfigDict(dict(min_entities=2, event_prob=0.3,
+                                                occlusion_prob=0.15, drop_prob=0.15,
+                                                halluc_prob=0.25, attr_error_prob=0.3))
+  # The label pool of both learned rewards: noisier captions, so both see many errors.
+  c.pool_drop_prob = 0.3
+  c.pool_halluc_prob = 0.5
+  # Captioner (tiny DecoderLM, tokenizer v2) pretrained on the noisy-caption corpus.
+  c.captioner = ml_collections.ConfigDict(dict(d_model=48, num_layers=2, num_heads=3))
+  c.pretrain_steps = 1500
+  c.pretrain_batch = 64
+  c.pretrain_lr = 3e-3
+  # Learned verifier and holistic RM: the SAME label budget and the same architecture / steps.
+  c.label_budget = 2000
+  c.scorer = ml_collections.ConfigDict(dict(d_model=32, num_layers=2, num_heads=2))
+  c.scorer_steps = 600
+  c.scorer_batch = 64
+  c.scorer_lr = 3e-3
+  # GRPO: identical for every reward (steps, prompts, group, lr, KL coefficient, seeds).
+  c.rewards = REWARDS
+  c.grpo_steps = 120
+  c.grpo_prompts = 4
+  c.grpo_group = 8
+  c.grpo_lr = 1e-3
+  c.grpo_kl = 0.02
+  c.eval_every = 10
+  c.eval_scenes = 128
+  c.fluency = 0.1          # token-recall's length-free well-formedness bonus
+  c.beta = 1.0             # F-beta of the claim reward
+  # Verifier-noise sweep: exact verifier with false-reject rate r and false-accept rate eps;
+  # predicted hacking threshold eps > 1 - r.
+  c.noise_reject = 0.3
+  c.noise_eps_grpo = (0.3, 0.9)
+  c.noise_eps_grid = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+  c.noise_draws = 64
+  if c.quick:
+    c.num_seeds = 2
+    c.pretrain_steps = 150
+    c.label_budget = 256
+    c.scorer_steps = 40
+    c.rewards = ("claim_f1", "token_recall")
+    c.grpo_steps = 4
+    c.eval_every = 2
+    c.eval_scenes = 16
+    c.noise_eps_grpo = ()
+    c.noise_eps_grid = (0.0, 0.5, 1.0)
+    c.noise_draws = 8
+  return c
+
+
+def validate(config) -> None:
+  """Raises ValueError naming the first bad field."""
+  for f in ("num_seeds", "pretrain_steps", "pretrain_batch", "label_budget", "scorer_steps",
+            "scorer_batch", "grpo_steps", "grpo_prompts", "eval_every", "eval_scenes",
+            "noise_draws"):
+    if int(config[f]) <= 0:
+      raise ValueError(f"config.{f} must be positive, got {config[f]}")
+  if config.grpo_group < 2:
+    raise ValueError(f"config.grpo_group must be >= 2, got {config.grpo_group}")
+  if config.grpo_steps % config.eval_every:
+    raise ValueError(f"config.grpo_steps={config.grpo_steps} must be a multiple of "
+                     f"config.eval_every={config.eval_every}")
+  for f in ("pretrain_lr", "scorer_lr", "grpo_lr", "beta"):
+    if float(config[f]) <= 0:
+      raise ValueError(f"config.{f} must be > 0, got {config[f]}")
+  if float(config.grpo_kl) < 0:
+    raise ValueError(f"config.grpo_kl must be >= 0, got {config.grpo_kl}")
+  for r in config.rewards:
+    if r not in REWARDS:
+      raise ValueError(f"config.rewards has unknown reward {r!r}; known: {REWARDS}")
+  if "claim_f1" not in config.rewards:
+    raise ValueError("config.rewards must include 'claim_f1' (the verdicts compare against it)")
+  for f in ("pool_drop_prob", "pool_halluc_prob", "noise_reject"):
+    if not 0.0 <= float(config[f]) <= 1.0:
+      raise ValueError(f"config.{f} must be in [0, 1], got {config[f]}")
+  for f in ("noise_eps_grpo", "noise_eps_grid"):
+    for e in config[f]:
+      if not 0.0 <= float(e) <= 1.0:
+        raise ValueError(f"config.{f} values must be in [0, 1], got {e}")
+  for k, v in config.env_params.items():
+    if not k.endswith("entities") and not 0.0 <= float(v) <= 1.0:
+      raise ValueError(f"config.env_params.{k} must be in [0, 1], got {v}")

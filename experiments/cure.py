@@ -1,0 +1,534 @@
+r"""Claim-level verified rewards (CuRe-style) vs holistic rewards for captions: reward hacking.
+
+Pipeline (SceneCap, `jaxrl_suite.envs.text.scene_cap`):
+  1. pretrain a tiny captioner on a noisy-caption corpus (drops, hallucinations, duplicates);
+  2. one label pool -> a learned claim verifier (label_budget claim labels) and a learned
+     holistic reward model (label_budget caption-F1 labels): same budget, same architecture;
+  3. identical GRPO runs (`lm.grpo.make_step`: same steps, prompts, group, lr, KL coefficient,
+     seeds) under each reward: claim-F1 (learned verifier), precision-only, token recall,
+     holistic RM, QA utility; plus claim-F1 with a noisy exact verifier (false-accept eps,
+     false-reject r) for the noise prediction;
+  4. every `eval_every` steps, on fixed held-out scenes: every proxy, the exact scene-graph
+     precision / recall / F1 (never a training reward), caption length, claim count and
+     sqrt(KL) to the start; 95% CIs over seeds; peak step of true F1 and the fall after it;
+  5. the verifier-noise prediction: adding an unverifiable claim raises expected verified
+     precision iff eps > current verified precision (= 1 - r for true claims): analytic vs
+     measured on the base captioner's captions, and GRPO runs on both sides of the threshold.
+
+Run from the repo root:  python -m experiments.cure [--quick] [--config.grpo_steps=...]
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import dataclasses  # noqa: E402
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+
+from absl import app  # noqa: E402
+from absl import flags  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from ml_collections import config_flags  # noqa: E402
+import numpy as np  # noqa: E402
+
+from configs import cure as cure_config  # noqa: E402
+from experiments import cli  # noqa: E402
+from jaxrl_suite.core import results as results_lib  # noqa: E402
+from jaxrl_suite.core import stats  # noqa: E402
+from jaxrl_suite.envs.text import scene_cap as sc  # noqa: E402
+from jaxrl_suite.lm import claims  # noqa: E402
+from jaxrl_suite.lm import grpo as lm_grpo  # noqa: E402
+from jaxrl_suite.lm import model as lm_model  # noqa: E402
+from jaxrl_suite.lm import pretrain as lm_pretrain  # noqa: E402
+from jaxrl_suite.lm import reward_models as rmod  # noqa: E402
+from jaxrl_suite.lm import sampling  # noqa: E402
+
+try:
+  from tqdm.auto import tqdm
+except ImportError:  # pragma: no cover
+  def tqdm(x, **_):
+    return x
+
+NAME = "cure"
+_CONFIG_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "configs", "cure.py")
+cli.replace_flags(("config", "quick", "workdir", "results_dir"))
+_CONFIG = config_flags.DEFINE_config_file("config", _CONFIG_PATH, "Experiment config.")
+_QUICK = flags.DEFINE_bool("quick", False, "Quick smoke-test mode (CI).")
+_WORKDIR = flags.DEFINE_string("workdir", os.path.join("workdirs", NAME), "Checkpoint cache.")
+_RESULTS = flags.DEFINE_string("results_dir", None, "Override the results directory.")
+
+HOLISTIC = ("token_recall", "holistic_rm", "qa_utility")
+EXACT = ("precision", "recall", "f1", "claims", "false_claims", "duplicates", "malformed",
+         "length")
+
+
+def _hash(*parts) -> str:
+  return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
+# ---- setup --------------------------------------------------------------------------------------
+def build(config):
+  env = sc.SceneCap(**config.env.to_dict())
+  params = sc.SceneCapParams(**config.env_params.to_dict())
+  c = config.captioner
+  cap_cfg = rmod.v2_config("captioner", d_model=c.d_model, num_layers=c.num_layers,
+                           num_heads=c.num_heads, d_ff=4 * c.d_model,
+                           max_len=env.prompt_len + env.response_len)
+  s = config.scorer
+  scorer_cfg = rmod.scorer_config(env, s.d_model, s.num_layers, s.num_heads)
+  return env, params, cap_cfg, scorer_cfg
+
+
+def pretrain_captioner(config, env, params, cap_cfg, workdir, progress=True):
+  task = rmod.CaptionTask(env, params, rmod.make_reward("exact_f1", env))
+  tag = _hash(config.env.to_dict(), config.env_params.to_dict(), dataclasses.asdict(cap_cfg),
+              config.pretrain_steps, config.pretrain_batch, config.pretrain_lr, config.seed)
+  like = lm_model.init_params(cap_cfg, jax.random.PRNGKey(0))
+
+  def make():
+    p, loss = lm_pretrain.pretrain(cap_cfg, [task], [1.0],
+                                   jax.random.fold_in(jax.random.PRNGKey(config.seed), 1),
+                                   config.pretrain_steps, config.pretrain_batch,
+                                   config.pretrain_lr, chunk=max(config.pretrain_steps // 10, 1),
+                                   progress=progress)
+    return p
+
+  return lm_pretrain.cached(os.path.join(workdir, f"captioner_{tag}"), like, make)[0]
+
+
+def train_scorers(config, env, params, scorer_cfg, workdir, progress=True):
+  """(verifier params, RM params, info) trained on one label pool of `label_budget` each."""
+  pool_params = params.replace(drop_prob=config.pool_drop_prob,
+                               halluc_prob=config.pool_halluc_prob)
+  task = rmod.CaptionTask(env, params, rmod.make_reward("exact_f1", env))
+  tag = _hash(config.env.to_dict(), config.env_params.to_dict(), config.pool_drop_prob,
+              config.pool_halluc_prob, dataclasses.asdict(scorer_cfg), config.label_budget,
+              config.scorer_steps, config.scorer_batch, config.scorer_lr, config.seed)
+  key = jax.random.fold_in(jax.random.PRNGKey(config.seed), 2)
+  pool = rmod.label_pool(task, key, config.label_budget, pool_params)
+  like = lm_model.init_params(scorer_cfg, jax.random.PRNGKey(0))
+  out = {}
+  for i, (name, x, y) in enumerate((("verifier", pool["ver_x"], pool["ver_y"]),
+                                    ("holistic_rm", pool["rm_x"], pool["rm_y"]))):
+    def make():
+      return rmod.train_scorer(scorer_cfg, x, y, jax.random.fold_in(key, 10 + i),
+                               config.scorer_steps, config.scorer_batch, config.scorer_lr,
+                               progress=progress, desc=name)[0]
+    out[name] = lm_pretrain.cached(os.path.join(workdir, f"{name}_{tag}"), like, make)[0]
+  # Held-out quality of both (fresh scenes from the same pool distribution).
+  test = rmod.label_pool(task, jax.random.fold_in(key, 99), 512, pool_params)
+  acc = ((rmod.score(scorer_cfg, out["verifier"], test["ver_x"]) > 0) == (test["ver_y"] > 0.5))
+  rm_pred = jax.nn.sigmoid(rmod.score(scorer_cfg, out["holistic_rm"], test["rm_x"]))
+  info = {"verifier_accuracy": float(acc.mean()),
+          "verifier_true_rate": float(test["ver_y"].mean()),
+          "rm_mae": float(jnp.abs(rm_pred - test["rm_y"]).mean()),
+          "rm_corr": float(np.corrcoef(np.asarray(rm_pred), np.asarray(test["rm_y"]))[0, 1]),
+          "label_budget": int(config.label_budget)}
+  return out["verifier"], out["holistic_rm"], info
+
+
+def reward_fns(config, env, scorer_cfg, verifier, rm) -> dict:
+  """Every reward by name (the training rewards, the noisy-verifier ones, the exact F1)."""
+  kw = dict(verifier=(scorer_cfg, verifier), rm=(scorer_cfg, rm), fluency=config.fluency,
+            beta=config.beta)
+  out = {k: rmod.make_reward(k, env, **kw) for k in cure_config.REWARDS}
+  for e in config.noise_eps_grpo:
+    out[noisy_name(e)] = rmod.make_reward("claim_f1_noisy", env, eps=float(e),
+                                          reject=config.noise_reject, noise_seed=config.seed)
+  return out
+
+
+def noisy_name(eps) -> str:
+  return f"claim_f1_noisy_eps{float(eps):g}"
+
+
+# ---- evaluation ---------------------------------------------------------------------------------
+def make_evaluator(config, env, params, cap_cfg, fns):
+  """jit f(params [S,...], ref, key) -> {metric: [S]} on fixed held-out scenes."""
+  task = rmod.CaptionTask(env, params, fns["claim_f1"])
+  ops = task.sample_train(jax.random.PRNGKey(10_000 + config.seed), config.eval_scenes)
+  prompts = task.prompts(ops)
+
+  def one(p, ref, key):
+    s = sampling.sample(sampling.lm_stepper(cap_cfg, p), prompts, key, env.response_len)
+    ref_lp = lm_model.token_log_probs(
+        sampling.response_logits(cap_cfg, ref, prompts, s.tokens), s.tokens)
+    kl = ((s.log_probs - ref_lp) * s.mask).sum(1).mean()
+    out = {"kl": kl, "sqrt_kl": jnp.sqrt(jnp.maximum(kl, 0.0))}
+    for name, fn in fns.items():
+      out["proxy_" + name] = jax.vmap(fn)(ops, s.tokens).mean()
+    ex = jax.vmap(lambda x, c: claims.exact_scores(env, c, *env.fact_masks(env.unpack(x))))(
+        ops, s.tokens)
+    ex["false_claims"] = ex["claims"] * (1.0 - ex["precision"])
+    out.update({k: ex[k].mean() for k in EXACT})
+    return out
+
+  return jax.jit(jax.vmap(one, in_axes=(0, None, 0)))
+
+
+# ---- GRPO under one reward ---------------------------------------------------------------------
+def run_grpo(config, env, params, cap_cfg, start, reward_fn, evaluator, name, progress=True):
+  """Identical GRPO (lm.grpo.make_step) for num_seeds seeds; evaluates every eval_every steps.
+  Returns ({metric: [S, n_eval]}, {train metric: [S, steps]}, wall seconds)."""
+  task = rmod.CaptionTask(env, params, reward_fn, name=name)
+  gcfg = lm_grpo.GRPOConfig(steps=config.grpo_steps, prompts_per_step=config.grpo_prompts,
+                            group_size=config.grpo_group, lr=config.grpo_lr,
+                            kl_coef=config.grpo_kl)
+  init, step = lm_grpo.make_step(cap_cfg, task, gcfg)
+  S, E = config.num_seeds, config.eval_every
+  base_key = jax.random.fold_in(jax.random.PRNGKey(config.seed), 1000)
+  keys = jax.random.split(base_key, S)   # the same seeds for every reward
+  eval_keys = jax.random.split(jax.random.fold_in(base_key, 1), S)
+  stacked = jax.tree.map(lambda x: jnp.broadcast_to(x, (S,) + x.shape), start)
+  state = jax.vmap(init)(stacked, stacked)
+
+  @jax.jit
+  def segment(state, t0):
+    def body(st, t):
+      ks = jax.vmap(lambda k: jax.random.fold_in(k, t))(keys)
+      return jax.vmap(step)(st, ks)
+    return jax.lax.scan(body, state, t0 + jnp.arange(E))
+
+  t0 = time.time()
+  curves, train = [evaluator(state[0], start, eval_keys)], []
+  for i in tqdm(range(config.grpo_steps // E), desc=f"grpo {name}", disable=not progress,
+                leave=False):
+    state, m = segment(state, jnp.int32(i * E))
+    train.append(jax.tree.map(np.asarray, m))
+    curves.append(evaluator(state[0], start,
+                            jax.vmap(lambda k: jax.random.fold_in(k, i + 1))(eval_keys)))
+  curves = {k: np.stack([np.asarray(c[k]) for c in curves], 1) for k in curves[0]}
+  train = {k: np.concatenate([t[k] for t in train], 0).T for k in train[0]}
+  return curves, train, time.time() - t0
+
+
+# ---- the verifier-noise prediction --------------------------------------------------------------
+def noise_check(config, env, params, cap_cfg, start):
+  """Analytic vs measured change of expected verified precision when one unverifiable (false)
+  claim is appended to the base captioner's captions, over config.noise_eps_grid.
+
+  Measured: the implementation itself (`claims.noisy_verified` + `claims.precision_recall` on
+  the token caption with the claim appended, `noise_draws` verifier draws per caption).
+  Analytic: mean over captions of (E[k] + eps)/(n + 1) - E[k]/n, with E[k] = t (1-r) + f eps
+  (t true and f false distinct well-formed claims, n claims) -- no sampling of the verifier.
+  """
+  task = rmod.CaptionTask(env, params, rmod.make_reward("exact_f1", env))
+  ops = task.sample_train(jax.random.PRNGKey(20_000 + config.seed), config.eval_scenes)
+  prompts = task.prompts(ops)
+  s = sampling.sample(sampling.lm_stepper(cap_cfg, start), prompts, jax.random.PRNGKey(7),
+                      env.response_len)
+  r = config.noise_reject
+
+  def appended(x, cap, key):
+    """The caption with one false claim (a random well-formed absent fact) in its first free
+    slot (the last slot is overwritten when the caption is full)."""
+    scn = env.unpack(x)
+    true, _ = env.fact_masks(scn)
+    p = claims.parse(env, cap)
+    n = p["present"].sum()
+    fact = jax.random.categorical(key, jnp.where(true, -1e9, 0.0))
+    f = fact
+    fields = []
+    for size in (env.F, env.A, env.S, env.C, env.E):
+      fields.append(f % size)
+      f = f // size
+    fr, a, sh, co, e = fields
+    claim = env.claim_tokens(e, co, sh, a, fr)
+    slot = jnp.minimum(n, env.K - 1)
+    keep = jnp.arange(env.K) < slot
+    cl = cap[:env.K * 6].reshape(env.K, 6)
+    cl = jnp.where(keep[:, None], cl, 0).at[slot].set(claim)
+    return env.caption_from_claims(cl, jnp.arange(env.K) <= slot), true
+
+  def per(x, cap, key, eps):
+    true, sal = env.fact_masks(env.unpack(x))
+    cap2, _ = appended(x, cap, key)
+    p1, p2 = claims.parse(env, cap), claims.parse(env, cap2)
+    n1 = p1["present"].sum()
+    n2 = p2["present"].sum()
+
+    def draw(k):
+      v1 = claims.noisy_verified(p1, true, eps, r, k)
+      v2 = claims.noisy_verified(p2, true, eps, r, k)
+      return (claims.precision_recall(p2, v2, sal)[0] - claims.precision_recall(p1, v1, sal)[0])
+
+    measured = jax.vmap(draw)(jax.random.split(jax.random.fold_in(key, 1),
+                                               config.noise_draws)).mean()
+    good = p1["first"]
+    t = (good & true[jnp.maximum(p1["fact"], 0)]).sum()
+    f = (good & ~true[jnp.maximum(p1["fact"], 0)]).sum()
+    ek = t * (1 - r) + f * eps
+    analytic = (ek + eps) / (n1 + 1) - ek / jnp.maximum(n1, 1)
+    valid = (n1 >= 1) & (n2 == n1 + 1)   # only captions with a free slot (exact n -> n + 1)
+    return measured, analytic, valid, ek / jnp.maximum(n1, 1)
+
+  rows = []
+  for eps in config.noise_eps_grid:
+    m, a, ok, pv = jax.vmap(per, in_axes=(0, 0, 0, None))(
+        ops, s.tokens, jax.random.split(jax.random.PRNGKey(3), ops.shape[0]), float(eps))
+    ok = np.asarray(ok)
+    m, a, pv = np.asarray(m)[ok], np.asarray(a)[ok], np.asarray(pv)[ok]
+    mm, lo, hi = stats.mean_ci(m)
+    rows.append({"eps": float(eps), "measured": mm, "measured_ci": [lo, hi],
+                 "analytic": float(a.mean()), "captions": int(ok.sum()),
+                 "verified_precision": float(pv.mean())})
+  return {"rows": rows, "reject": r, "threshold": 1.0 - r}
+
+
+# ---- summaries ----------------------------------------------------------------------------------
+def peak_and_fall(f1: np.ndarray, steps: np.ndarray) -> dict:
+  """f1 [S, n_eval]: per-seed peak value / step and fall (peak - final); mean-curve peak step."""
+  peak = f1.max(1)
+  fall = peak - f1[:, -1]
+  mean_curve = f1.mean(0)
+  return {"peak": stats.mean_ci(peak), "fall": stats.mean_ci(fall), "final": stats.mean_ci(
+      f1[:, -1]), "start": stats.mean_ci(f1[:, 0]), "peak_step_mean_curve":
+      int(steps[int(np.argmax(mean_curve))]), "peak_step_per_seed":
+      [int(steps[i]) for i in f1.argmax(1)], "fall_per_seed": fall.tolist()}
+
+
+def _fmt(ci, digits=3):
+  m, lo, hi = ci
+  return f"{m:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def verdicts(config, runs, noise, steps):
+  out, md = [], []
+  cl = runs["claim_f1"]["curves"]
+  summ = {k: peak_and_fall(v["curves"]["f1"], steps) for k, v in runs.items()}
+  # 1. claim-level vs each holistic proxy: fall from peak and final true F1, paired by seed.
+  holi = [h for h in HOLISTIC if h in runs]
+  per = {}
+  for h in holi:
+    hc = runs[h]["curves"]
+    d_fall = (hc["f1"].max(1) - hc["f1"][:, -1]) - (cl["f1"].max(1) - cl["f1"][:, -1])
+    d_final = cl["f1"][:, -1] - hc["f1"][:, -1]
+    per[h] = {"fall_diff": stats.mean_ci(d_fall), "final_diff": stats.mean_ci(d_final),
+              "hacked": stats.mean_ci(hc["f1"].max(1) - hc["f1"][:, -1])[1] > 0}
+  if holi:
+    better = [h for h in holi if per[h]["final_diff"][1] > 0]
+    less_fall = [h for h in holi if per[h]["fall_diff"][1] > 0]
+    worse = [h for h in holi if per[h]["final_diff"][2] < 0]
+    any_hacked = any(per[h]["hacked"] for h in holi)
+    if not any_hacked and not better:
+      v = "inconclusive"
+    elif len(better) == len(holi):
+      v = "reproduced"
+    elif better:
+      v = "partly reproduced"
+    elif worse:
+      v = "contradicted"
+    else:
+      v = "not reproduced"
+    ours = "; ".join(f"vs {h}: final F1 diff {_fmt(per[h]['final_diff'])}, fall diff "
+                     f"{_fmt(per[h]['fall_diff'])}" for h in holi)
+    out.append(results_lib.claim(
+        "claim-level rewards reduce reward hacking (true F1 at the end and its fall from the "
+        "peak, claim-F1 vs each holistic proxy, paired by seed)",
+        "blog: claim decomposition + verification 'reduces reward hacking substantially' "
+        "(no paper; ClaimDiff-RL / CapRL++ report hacking of holistic rewards)", ours, v, None,
+        f"reproduced iff claim-F1's final true F1 is higher than every holistic proxy's (CI of "
+        f"the paired difference above 0); better than {len(better)}/{len(holi)}; fall from "
+        f"peak smaller (CI > 0) than {len(less_fall)}/{len(holi)}; holistic runs whose true F1 "
+        f"fell significantly from its peak: {[h for h in holi if per[h]['hacked']]}."))
+  # 2. precision alone invites omission.
+  if "precision_only" in runs:
+    pc = runs["precision_only"]["curves"]
+    d_rec = stats.mean_ci(pc["recall"][:, -1] - pc["recall"][:, 0])
+    d_n = stats.mean_ci(pc["claims"][:, -1] - pc["claims"][:, 0])
+    d_vs = stats.mean_ci(pc["recall"][:, -1] - cl["recall"][:, -1])
+    v = ("reproduced" if d_rec[2] < 0 and d_n[2] < 0 else
+         "partly reproduced" if d_rec[2] < 0 or d_n[2] < 0 else
+         "contradicted" if d_rec[1] > 0 and d_n[1] > 0 else "not reproduced")
+    out.append(results_lib.claim(
+        "precision alone invites omission (recall and claim count fall under the "
+        "precision-only reward)",
+        "FActScore reports facts per response because precision alone rewards short outputs; "
+        "ClaimDiff-RL: holistic rewards cut hallucination by omitting facts",
+        f"recall change {_fmt(d_rec)}, claim-count change {_fmt(d_n, 2)}, final recall "
+        f"precision-only minus claim-F1 {_fmt(d_vs)}", v, d_rec[1:],
+        "start -> final of GRPO under the precision-only claim reward (learned verifier)."))
+  # 3. the verifier-noise prediction.
+  rows = noise["rows"]
+  pos = [r_["eps"] for r_ in rows if r_["measured"] > 0]
+  crossing = min(pos) if pos else None
+  err = max(abs(r_["measured"] - r_["analytic"]) for r_ in rows)
+  agree = all(np.sign(round(r_["measured"], 4)) == np.sign(round(r_["analytic"], 4))
+              or r_["measured_ci"][0] <= r_["analytic"] <= r_["measured_ci"][1] for r_ in rows)
+  ngrpo = {}
+  for e in config.noise_eps_grpo:
+    k = noisy_name(e)
+    if k in runs:
+      c = runs[k]["curves"]
+      ngrpo[float(e)] = {"false_claims_change": stats.mean_ci(c["false_claims"][:, -1]
+                                                              - c["false_claims"][:, 0]),
+                         "precision_change": stats.mean_ci(c["precision"][:, -1]
+                                                           - c["precision"][:, 0]),
+                         "above_threshold": float(e) > noise["threshold"]}
+  hacked_above = all(v_["false_claims_change"][1] > 0 for v_ in ngrpo.values()
+                     if v_["above_threshold"])
+  clean_below = all(v_["false_claims_change"][1] <= 0 for v_ in ngrpo.values()
+                    if not v_["above_threshold"])
+  v = ("reproduced" if agree and hacked_above and clean_below and ngrpo else
+       "partly reproduced" if agree else "not reproduced")
+  out.append(results_lib.claim(
+      "with false-accept rate eps, an unverifiable claim raises expected precision exactly when "
+      "eps exceeds the current (verified) precision; claim rewards get hacked above it",
+      f"prediction: threshold eps* = 1 - r = {noise['threshold']:.2f} for a verifier with "
+      f"false-reject rate r = {noise['reject']:.2f}",
+      f"measured sign change at eps = {crossing}; max |measured - analytic| = {err:.4f}; GRPO "
+      "false-claim change " + ", ".join(f"eps {e:g}: {_fmt(v_['false_claims_change'], 2)}"
+                                       for e, v_ in ngrpo.items()), v, None,
+      "reproduced iff the measured change agrees with the analytic one at every eps (sign, or "
+      "analytic inside the measured CI) and GRPO adds false claims above the threshold and not "
+      "below it."))
+  return out, summ, per, ngrpo
+
+
+def markdown(config, runs, summ, per, ngrpo, noise, scorer_info, steps) -> str:
+  md = [f"SceneCap: {config.env.num_entities} entities, {config.env.num_frames} frames, "
+        f"{config.env.max_claims} claim slots. GRPO: {config.grpo_steps} steps x "
+        f"{config.grpo_prompts} scenes x {config.grpo_group} captions, lr {config.grpo_lr}, KL "
+        f"coef {config.grpo_kl}, {config.num_seeds} seeds, identical for every reward. "
+        f"Evaluation every {config.eval_every} steps on {config.eval_scenes} fixed held-out "
+        "scenes (temperature-1 samples). Means [95% CI] over seeds.", "",
+        f"Learned scorers (label budget {scorer_info['label_budget']} each): verifier held-out "
+        f"accuracy {scorer_info['verifier_accuracy']:.3f} (true-claim rate "
+        f"{scorer_info['verifier_true_rate']:.3f}); holistic RM MAE "
+        f"{scorer_info['rm_mae']:.3f}, correlation with true F1 {scorer_info['rm_corr']:.3f}.", "",
+        "### True F1 (exact scene-graph evaluator) per training reward", "",
+        "| reward | proxy start -> end | true F1 start | peak | peak step (mean curve) | final "
+        "| fall after peak | precision end | recall end | claims end | length end | sqrt KL end |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+  for k, r in runs.items():
+    c, s = r["curves"], summ[k]
+    px = c["proxy_" + k]
+    md.append(f"| {k} | {px[:, 0].mean():.3f} -> {px[:, -1].mean():.3f} | {s['start'][0]:.3f} | "
+              f"{_fmt(s['peak'])} | {s['peak_step_mean_curve']} | {_fmt(s['final'])} | "
+              f"{_fmt(s['fall'])} | {_fmt(stats.mean_ci(c['precision'][:, -1]))} | "
+              f"{_fmt(stats.mean_ci(c['recall'][:, -1]))} | "
+              f"{_fmt(stats.mean_ci(c['claims'][:, -1]), 2)} | "
+              f"{_fmt(stats.mean_ci(c['length'][:, -1]), 1)} | "
+              f"{_fmt(stats.mean_ci(c['sqrt_kl'][:, -1]), 2)} |")
+  md += ["", "### Curves (mean over seeds, every eval point)", ""]
+  for k, r in runs.items():
+    c = r["curves"]
+    md.append(f"- **{k}** steps {steps.tolist()}: true F1 "
+              f"{np.round(c['f1'].mean(0), 3).tolist()}; proxy "
+              f"{np.round(c['proxy_' + k].mean(0), 3).tolist()}; claims "
+              f"{np.round(c['claims'].mean(0), 2).tolist()}; sqrt KL "
+              f"{np.round(c['sqrt_kl'].mean(0), 2).tolist()}")
+  md += ["", "### Verifier-noise prediction", "",
+         f"Exact verifier with false-reject rate r = {noise['reject']}, false-accept rate eps; "
+         f"one false claim appended to the base captioner's captions (with a free slot). "
+         f"Predicted threshold eps* = 1 - r = {noise['threshold']:.2f}.", "",
+         "| eps | analytic E[dP] | measured E[dP] [95% CI] | verified precision before | "
+         "captions |", "|---|---|---|---|---|"]
+  for r_ in noise["rows"]:
+    md.append(f"| {r_['eps']:g} | {r_['analytic']:+.4f} | {r_['measured']:+.4f} "
+              f"[{r_['measured_ci'][0]:+.4f}, {r_['measured_ci'][1]:+.4f}] | "
+              f"{r_['verified_precision']:.3f} | {r_['captions']} |")
+  if ngrpo:
+    md += ["", "GRPO under claim-F1 with the noisy verifier (start -> end change):", ""]
+    for e, v in ngrpo.items():
+      md.append(f"- eps {e:g} ({'above' if v['above_threshold'] else 'below'} threshold): "
+                f"false claims {_fmt(v['false_claims_change'], 2)}, true precision "
+                f"{_fmt(v['precision_change'])}")
+  if per:
+    md += ["", "### Paired differences, claim-F1 minus each holistic proxy", ""]
+    for h, v in per.items():
+      md.append(f"- {h}: final true F1 {_fmt(v['final_diff'])}; fall after peak (holistic - "
+                f"claim) {_fmt(v['fall_diff'])}")
+  return "\n".join(md)
+
+
+def plot(runs, noise, steps, path):
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, ax = plt.subplots(2, 3, figsize=(16, 9))
+  panels = [("f1", "true F1 (exact)", "step"), ("proxy", "proxy reward", "step"),
+            ("f1", "true F1 vs sqrt KL", "sqrt_kl"), ("claims", "claims per caption", "step"),
+            ("recall", "true recall", "step")]
+  for a, (metric, title, xaxis) in zip(ax.flat, panels):
+    for k, r in runs.items():
+      c = r["curves"]
+      y = c["proxy_" + k] if metric == "proxy" else c[metric]
+      m = y.mean(0)
+      half = np.array([stats.mean_ci(y[:, j])[2] - m[j] for j in range(y.shape[1])])
+      x = steps if xaxis == "step" else c["sqrt_kl"].mean(0)
+      a.plot(x, m, marker=".", label=k)
+      a.fill_between(x, m - half, m + half, alpha=0.2)
+    a.set_title(title)
+    a.set_xlabel("GRPO step" if xaxis == "step" else "sqrt KL to the start")
+  ax[0, 0].legend(fontsize=7)
+  a = ax[1, 2]
+  eps = [r_["eps"] for r_ in noise["rows"]]
+  a.plot(eps, [r_["analytic"] for r_ in noise["rows"]], "k-", label="analytic")
+  a.errorbar(eps, [r_["measured"] for r_ in noise["rows"]],
+             yerr=[[r_["measured"] - r_["measured_ci"][0] for r_ in noise["rows"]],
+                   [r_["measured_ci"][1] - r_["measured"] for r_ in noise["rows"]]],
+             fmt="o", label="measured")
+  a.axhline(0, color="grey", lw=0.5)
+  a.axvline(noise["threshold"], color="r", ls="--", label="1 - r")
+  a.set_title("E[change of verified precision] from one unverifiable claim")
+  a.set_xlabel("false-accept rate eps")
+  a.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
+# ---- entry point --------------------------------------------------------------------------------
+def run(config, workdir: str, results_dir=None, mode: str = "full", progress: bool = True):
+  cure_config.validate(config)
+  t0 = time.time()
+  os.makedirs(workdir, exist_ok=True)
+  env, params, cap_cfg, scorer_cfg = build(config)
+  start = pretrain_captioner(config, env, params, cap_cfg, workdir, progress)
+  verifier, rm, scorer_info = train_scorers(config, env, params, scorer_cfg, workdir, progress)
+  fns = reward_fns(config, env, scorer_cfg, verifier, rm)
+  evaluator = make_evaluator(config, env, params, cap_cfg, fns)
+  runs = {}
+  names = list(config.rewards) + [noisy_name(e) for e in config.noise_eps_grpo]
+  for name in names:
+    curves, train, wall = run_grpo(config, env, params, cap_cfg, start, fns[name], evaluator,
+                                   name, progress)
+    runs[name] = {"curves": curves, "train": train, "wall_s": wall}
+  noise = noise_check(config, env, params, cap_cfg, start)
+  steps = np.arange(config.grpo_steps // config.eval_every + 1) * config.eval_every
+  cl, summ, per, ngrpo = verdicts(config, runs, noise, steps)
+  md = markdown(config, runs, summ, per, ngrpo, noise, scorer_info, steps)
+  results_dir = results_dir or os.path.join(results_lib.REPO_ROOT, "results")
+  os.makedirs(results_dir, exist_ok=True)
+  plot(runs, noise, steps, os.path.join(results_dir, f"{NAME}.png"))
+  payload = {"steps": steps, "scorers": scorer_info, "noise": noise, "summary": summ,
+             "paired": per, "noise_grpo": ngrpo,
+             "runs": {k: {"curves": v["curves"], "wall_s": v["wall_s"],
+                          "train_reward": v["train"]["reward"].mean(0)} for k, v in runs.items()}}
+  path = results_lib.write_results(NAME, mode=mode, config=config,
+                                   seeds=list(range(config.num_seeds)), claims=cl,
+                                   wall_time_s=time.time() - t0, payload=payload, markdown=md,
+                                   results_dir=results_dir)
+  return path, runs, noise
+
+
+def main(argv):
+  del argv
+  config = cli.config_for(cure_config, _CONFIG.value, _QUICK.value)
+  results_dir = _RESULTS.value
+  if _QUICK.value and results_dir is None:
+    results_dir = os.path.join(_WORKDIR.value, "results_quick")
+  path, _, _ = run(config, _WORKDIR.value, results_dir, "quick" if _QUICK.value else "full")
+  print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,263 @@
+r"""Rewards for SceneCap captions, each a pure function reward(scene_vec, caption) -> float32 [].
+
+* claim-level (`claims.claim_reward` / `claims.precision_reward`) with a verifier deciding each
+  claim: the learned claim verifier (`Scorer` trained on `label_budget` (scene, claim, true?)
+  labels), or the exact verifier with false-accept noise eps (the noise sweep);
+* holistic proxies:
+  - `token_recall`: unigram recall of the reference caption's tokens (multiset overlap /
+    reference length) + `fluency` x (fraction of well-formed claim slots, length-free);
+  - the learned holistic reward model (`Scorer` regressing the exact F1 of (scene, caption)
+    pairs) trained on the SAME number of labels as the verifier;
+  - `qa_utility`: a frozen reader answers "what does entity e do in frame f?" for every salient
+    event from the caption alone (first well-formed claim about (e, f)); reward = accuracy.
+    Like CapRL's vision-free QA reward it pays for answers and never for what is wrong.
+
+A `Scorer` is a `DecoderLM` read out at its last position: score = logit[<yes>] - logit[<no>],
+trained with binary cross-entropy against a target in [0, 1] (a claim label, or an F1).
+`CaptionTask` adapts SceneCap + one reward to the `lm.grpo` task interface.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxrl_suite.envs.text import scene_cap as sc
+from jaxrl_suite.lm import claims
+from jaxrl_suite.lm import model as lm_model
+from jaxrl_suite.lm import pretrain as lm_pretrain
+from jaxrl_suite.lm import tokenizer
+
+V = tokenizer.V2
+YES, NO, QUERY = V.id("<yes>"), V.id("<no>"), V.id("<q>")
+
+
+# ---- the GRPO task adaptor ------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False)
+class CaptionTask:
+  """SceneCap under one reward, in the `lm.grpo` task interface (problems = packed scenes)."""
+  env: sc.SceneCap
+  params: sc.SceneCapParams
+  reward_fn: Callable[[jax.Array, jax.Array], jax.Array]   # (scene_vec, caption) -> []
+  name: str = "scene_cap"
+
+  @property
+  def prompt_len(self) -> int:
+    return self.env.prompt_len
+
+  @property
+  def response_len(self) -> int:
+    return self.env.response_len
+
+  def sample_train(self, key: jax.Array, n: int) -> jax.Array:
+    scenes = jax.vmap(lambda k: self.env.sample_scene(k, self.params))(jax.random.split(key, n))
+    return self.env.pack(scenes)
+
+  def prompts(self, ops: jax.Array) -> jax.Array:
+    return jax.vmap(lambda x: self.env.render(self.env.unpack(x)))(ops)
+
+  def reward(self, ops: jax.Array, tokens: jax.Array) -> jax.Array:
+    return jax.vmap(self.reward_fn)(ops, tokens).astype(jnp.float32)
+
+  def pretrain_batch(self, key: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
+    """Noisy-caption corpus: (tokens [n, P + R], loss mask on the response incl. <eos>)."""
+    k1, k2 = jax.random.split(key)
+    ops = self.sample_train(k1, n)
+    caps = jax.vmap(lambda k, x: self.env.noisy_caption(k, self.env.unpack(x), self.params))(
+        jax.random.split(k2, n), ops)
+    seq = jnp.concatenate([self.prompts(ops), caps], axis=1)
+    resp = jnp.arange(seq.shape[1]) >= self.prompt_len
+    eos_pos = jnp.argmax(caps == tokenizer.EOS, axis=1) + self.prompt_len
+    mask = resp[None] & (jnp.arange(seq.shape[1])[None] <= eos_pos[:, None])
+    return seq, mask.astype(jnp.float32)
+
+
+def scene_masks(env: sc.SceneCap, x: jax.Array):
+  return env.fact_masks(env.unpack(x))
+
+
+# ---- holistic proxies -----------------------------------------------------------------------
+def token_recall(env: sc.SceneCap, x: jax.Array, caption: jax.Array,
+                 fluency: float = 0.1) -> jax.Array:
+  """Unigram recall of the reference caption + fluency * well-formed fraction of claim slots."""
+  ref = env.reference_caption(env.unpack(x))
+
+  def counts(toks):
+    eos = toks == tokenizer.EOS
+    end = jnp.where(eos.any(), jnp.argmax(eos), toks.shape[0])
+    live = jnp.arange(toks.shape[0]) < end
+    return jnp.zeros(V.size).at[toks].add(live.astype(jnp.float32))
+
+  cr, cc = counts(ref), counts(caption)
+  recall = jnp.minimum(cr, cc).sum() / jnp.maximum(cr.sum(), 1.0)
+  p = claims.parse(env, caption)
+  wf = (p["fact"] >= 0).sum() / jnp.maximum(p["present"].sum(), 1)
+  return recall + fluency * wf
+
+
+def qa_utility(env: sc.SceneCap, x: jax.Array, caption: jax.Array) -> jax.Array:
+  """Accuracy of the frozen reader on one question per salient event (module docstring)."""
+  s = env.unpack(x)
+  p = claims.parse(env, caption)
+  ok = p["fact"] >= 0
+  e, a, f = p["fields"][:, 0], p["fields"][:, 3], p["fields"][:, 4]
+  # about[k, e, f]: claim k is the reader's source for question (e, f) (first such claim)
+  about = ok[:, None, None] & (e[:, None, None] == jnp.arange(env.E)[None, :, None]) & \
+      (f[:, None, None] == jnp.arange(env.F)[None, None, :])
+  has = about.any(0)
+  first = jnp.argmax(about, axis=0)
+  answer = jnp.where(has, a[first], -1)                       # [E, F]
+  asked = (s.action >= 0) & s.visible & s.present[:, None]
+  right = asked & (answer == s.action)
+  return right.sum() / jnp.maximum(asked.sum(), 1)
+
+
+# ---- learned scorers ------------------------------------------------------------------------
+def v2_config(name: str, **kw) -> lm_model.LMConfig:
+  """An LMConfig over tokenizer v2 (V=96); records the tokenizer version where LMConfig has
+  that field."""
+  fields = {f.name for f in dataclasses.fields(lm_model.LMConfig)}
+  if "tokenizer_version" in fields:
+    kw["tokenizer_version"] = tokenizer.V2.version
+  return lm_model.LMConfig(name, vocab_size=V.size, **kw)
+
+
+def scorer_config(env: sc.SceneCap, d_model: int = 32, num_layers: int = 2,
+                  num_heads: int = 2) -> lm_model.LMConfig:
+  """A DecoderLM long enough for (prompt, caption, <q>)."""
+  return v2_config("scorer", d_model=d_model, num_layers=num_layers, num_heads=num_heads,
+                   d_ff=4 * d_model, max_len=env.prompt_len + env.response_len + 1)
+
+
+def score(cfg: lm_model.LMConfig, params: Any, inputs: jax.Array) -> jax.Array:
+  """inputs int32 [N, T] (ending in <q>) -> score logit [N] = logit(<yes>) - logit(<no>)."""
+  logits, _ = lm_model.DecoderLM(cfg).apply({"params": params}, inputs)
+  return logits[:, -1, YES] - logits[:, -1, NO]
+
+
+def verifier_inputs(env: sc.SceneCap, prompt: jax.Array, fields: jax.Array) -> jax.Array:
+  """prompt [P], claim fields [K, 5] -> [K, P + 6]: prompt, claim tokens (no ';'), <q>."""
+  toks = env.claim_tokens(*[fields[:, i] for i in range(5)])[:, :5]
+  k = fields.shape[0]
+  return jnp.concatenate([jnp.broadcast_to(prompt, (k,) + prompt.shape), toks,
+                          jnp.full((k, 1), QUERY, jnp.int32)], axis=1)
+
+
+def rm_inputs(prompt: jax.Array, caption: jax.Array) -> jax.Array:
+  """[P + R + 1]: prompt, caption, <q>."""
+  return jnp.concatenate([prompt, caption, jnp.array([QUERY], jnp.int32)])
+
+
+def train_scorer(cfg: lm_model.LMConfig, inputs: jax.Array, targets: jax.Array, key: jax.Array,
+                 steps: int, batch: int = 64, lr: float = 3e-3, weight_decay: float = 0.01,
+                 progress: bool = True, desc: str = "scorer") -> tuple[Any, Any]:
+  """Fits a Scorer on a fixed labelled set: BCE(sigmoid(score), target), minibatches drawn
+  with replacement from the N labelled examples. Returns (params, loss per step)."""
+  k_init, k_train = jax.random.split(key)
+  params = lm_model.init_params(cfg, k_init)
+  opt = lm_pretrain.make_optimizer(lr, steps, warmup=min(50, steps // 5),
+                                   weight_decay=weight_decay)
+  n = inputs.shape[0]
+
+  def loss_fn(p, x, y):
+    s = score(cfg, p, x)
+    return optax.sigmoid_binary_cross_entropy(s, y).mean()
+
+  def step(state, k):
+    p, o = state
+    idx = jax.random.randint(k, (batch,), 0, n)
+    loss, g = jax.value_and_grad(loss_fn)(p, inputs[idx], targets[idx])
+    upd, o = opt.update(g, o, p)
+    return (optax.apply_updates(p, upd), o), {"loss": loss}
+
+  (params, _), m = lm_pretrain.run_chunked(step, (params, opt.init(params)), k_train, steps,
+                                           max(steps // 10, 1), desc, progress)
+  return params, m["loss"]
+
+
+def label_pool(task: CaptionTask, key: jax.Array, budget: int,
+               pool_params: sc.SceneCapParams) -> dict[str, jax.Array]:
+  """The labelled data of both learned rewards, from the same scenes and captions:
+  `budget` (scene, claim, label) examples for the verifier (well-formed claims of noisy
+  captions under `pool_params`) and `budget` (scene, caption, exact F1) examples for the
+  holistic RM. Returns {ver_x [budget, P+6], ver_y, rm_x [budget, P+R+1], rm_y}."""
+  env = task.env
+  pool = dataclasses.replace(task, params=pool_params)
+  ops = pool.sample_train(key, budget)
+  caps = jax.vmap(lambda k, x: env.noisy_caption(k, env.unpack(x), pool_params))(
+      jax.random.split(jax.random.fold_in(key, 1), budget), ops)
+  prompts = pool.prompts(ops)
+
+  def per_caption(x, prompt, cap):
+    true, sal = scene_masks(env, x)
+    p = claims.parse(env, cap)
+    lab = claims.exact_verified(p, true)
+    f1 = claims.exact_scores(env, cap, true, sal)["f1"]
+    return verifier_inputs(env, prompt, p["fields"]), lab, p["fact"] >= 0, rm_inputs(prompt,
+                                                                                     cap), f1
+
+  vx, vy, vok, rx, ry = jax.vmap(per_caption)(ops, prompts, caps)
+  vx, vy, vok = vx.reshape(-1, vx.shape[-1]), vy.reshape(-1), vok.reshape(-1)
+  order = jnp.argsort(~vok, stable=True)[:budget]   # the first `budget` well-formed claims
+  return {"ver_x": vx[order], "ver_y": vy[order].astype(jnp.float32),
+          "rm_x": rx, "rm_y": ry.astype(jnp.float32)}
+
+
+# ---- reward functions (scene_vec, caption) -> [] --------------------------------------------
+def make_reward(kind: str, env: sc.SceneCap, *, verifier=None, rm=None, eps: float = 0.0,
+                reject: float = 0.0, noise_seed: int = 0, fluency: float = 0.1, beta: float = 1.0):
+  """The reward `kind` as a pure function of (scene_vec, caption).
+
+  kinds: claim_f1 / precision_only (learned verifier: verifier=(cfg, params)),
+  claim_f1_noisy (exact verifier with false-accept rate eps and false-reject rate `reject`;
+  each decision is a fixed function of (scene, fact): consistently wrong on some claims),
+  token_recall, holistic_rm (rm=(cfg, params)), qa_utility, exact_f1 (evaluation only).
+  """
+  def verified_learned(x, p):
+    prompt = env.render(env.unpack(x))
+    ok = score(verifier[0], verifier[1], verifier_inputs(env, prompt, p["fields"])) > 0
+    return ok & (p["fact"] >= 0)
+
+  def verified_noisy(x, p):
+    true, _ = scene_masks(env, x)
+    h = jnp.sum(x * (jnp.arange(x.shape[0]) * 7919 + 1))
+    return claims.noisy_verified(p, true, eps, reject,
+                                 jax.random.fold_in(jax.random.PRNGKey(noise_seed), h))
+
+  def claim_based(ver, agg):
+    def fn(x, cap):
+      p = claims.parse(env, cap)
+      _, sal = scene_masks(env, x)
+      return agg(p, ver(x, p), sal)
+    return fn
+
+  f1 = lambda p, v, s: claims.claim_reward(p, v, s, beta)
+  if kind == "claim_f1":
+    return claim_based(verified_learned, f1)
+  if kind == "precision_only":
+    return claim_based(verified_learned, claims.precision_reward)
+  if kind == "claim_f1_noisy":
+    return claim_based(verified_noisy, f1)
+  if kind == "token_recall":
+    return lambda x, cap: token_recall(env, x, cap, fluency)
+  if kind == "qa_utility":
+    return lambda x, cap: qa_utility(env, x, cap)
+  if kind == "holistic_rm":
+    def rm_fn(x, cap):
+      prompt = env.render(env.unpack(x))
+      return jax.nn.sigmoid(score(rm[0], rm[1], rm_inputs(prompt, cap)[None])[0])
+    return rm_fn
+  if kind == "exact_f1":
+    def ex(x, cap):
+      true, sal = scene_masks(env, x)
+      return claims.exact_scores(env, cap, true, sal)["f1"]
+    return ex
+  raise ValueError(f"unknown reward kind {kind!r}")
+
+
+REWARD_KINDS = ("claim_f1", "precision_only", "claim_f1_noisy", "token_recall", "holistic_rm",
+                "qa_utility", "exact_f1")
