@@ -65,9 +65,12 @@ def config_help() -> str:
   for name, mod in sorted(algos.ALGOS.items()):
     cfg = mod.default_config()
     for f in cli.field_names(cfg):
-      v = cfg[f] if "." not in f else None
-      tag = seen.setdefault(f, [])
-      tag.append((name, v))
+      v = cfg
+      for part in f.split("."):
+        v = v[part]
+      if hasattr(v, "keys") and not isinstance(v, dict):
+        continue   # a nested ConfigDict: its own fields are listed
+      seen.setdefault(f, []).append((name, v))
   for f, vals in seen.items():
     defaults = {repr(v) for _, v in vals}
     if len(defaults) == 1:
@@ -75,7 +78,8 @@ def config_help() -> str:
                                                          f"  ({', '.join(n for n, _ in vals)})"))
     else:
       lines.append(f"  {f} = " + ", ".join(f"{v!r} ({n})" for n, v in vals))
-  lines.append("  algo = 'ppo'  (one of " + ", ".join(sorted(algos.ALGOS)) + ")")
+  if "algo" not in seen:
+    lines.append("  algo = 'ppo'  (one of " + ", ".join(sorted(algos.ALGOS)) + ")")
   for f, what in HOST_FIELDS.items():
     lines.append(f"  {f}: {what}")
   return "\n".join(lines)
@@ -91,6 +95,8 @@ def _define_flags():
       "resume", "auto", ["auto", "force"],
       "auto: resume a workdir only if its checkpoint has the same config; force: also resume "
       f"when only {', '.join(RESUMABLE_FIELDS)} differ")
+  cli.define_debug_flag()
+  flags.declare_key_flag("debug")   # listed by --help, not only --helpfull
 
 
 def validate_run_config(config) -> None:

@@ -57,11 +57,11 @@ def _debug_requested(argv: Sequence[str]) -> bool:
 
 
 def short_message(err: BaseException) -> str:
-  """The first lines of an error, at most two, each at most 400 characters."""
+  """The first lines of an error, at most two, each at most 1000 characters."""
   text = str(err).strip() or type(err).__name__
   if isinstance(err, OSError) and getattr(err, "filename", None):
     text = f"{err.filename}: {err.strerror or text}"
-  lines = [l[:400] for l in text.splitlines() if l.strip()][:2]
+  lines = [l[:1000] for l in text.splitlines() if l.strip()][:2]
   return "\n".join(lines)
 
 
@@ -136,8 +136,11 @@ def unknown_field_message(field: str, known: Iterable[str], flag: str = "config"
   by_initials = [k for k in known if k.split(".")[-1] == initials]
   guess = by_initials[0] if by_initials else (near[0] if near else None)
   hint = f"; did you mean {guess}?" if guess else ""
+  top = [k for k in known if "." not in k]
+  groups = sorted({k.split(".")[0] for k in known if "." in k})
+  nested = f" (nested: {', '.join(g + '.*' for g in groups)})" if groups else ""
   return (f"--{flag}.{field}: unknown field{hint}\n"
-          f"fields: {', '.join(known)}")
+          f"fields: {', '.join(top)}{nested}; see --help")
 
 
 def check_config_overrides(argv: Sequence[str], flag: str = "config") -> None:
@@ -148,7 +151,12 @@ def check_config_overrides(argv: Sequence[str], flag: str = "config") -> None:
   spec = _config_arg(argv, flag)
   overrides = [a[len(flag) + 3:].split("=", 1)[0] for a in argv
                if a.startswith(f"--{flag}.")]
-  if spec is None or not overrides:
+  if spec is None:
+    return
+  path = spec.partition(":")[0]
+  if not os.path.isfile(path):
+    raise UserError(f"--{flag}={spec}: no config file {path!r} (relative to {os.getcwd()})")
+  if not overrides:
     return
   known = set(field_names(load_config_file(spec)))
   for field in overrides:
@@ -183,6 +191,12 @@ def run(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,
       return flags.FLAGS(args)
     except flags.Error as e:
       fail(f"{short_message(e)}\nsee --help for the flags and config fields")
+    except SystemExit as e:
+      # absl's --help exits with status 1; asking for help is not an error.
+      if e.code == 1 and any(a.split("=")[0] in ("--help", "-h", "-?", "--helpshort",
+                                                 "--helpfull", "--helpxml") for a in args[1:]):
+        sys.exit(0)
+      raise
 
   def wrapped(args):
     try:
