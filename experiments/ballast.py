@@ -237,6 +237,11 @@ def run(c, quick: bool, workdir: str, layout_path: str | None = None,
   sys.path.insert(0, _ROOT)
   import configs.ballast as cfg_mod  # pylint: disable=g-import-not-at-top
   cfg_mod.validate(c)
+  # Every user-supplied layout is read and validated before any training (a bad --layout used
+  # to fail after ~100 s, at the generalisation stage).
+  from jaxrl_suite.envs.ballast.layout import load_layout  # pylint: disable=g-import-not-at-top
+  for lay in filter(None, (c.layout, layout_path, c.eval_layout)):
+    load_layout(lay)
   os.makedirs(workdir, exist_ok=True)
   jax.config.update("jax_compilation_cache_dir", os.path.join(_ROOT, ".jax_cache"))
   dt_h = c.dt_minutes / 60.0
@@ -684,8 +689,9 @@ def _plot(table, sweep, path):
 
 def main(argv):
   del argv
-  c = _config()
-  res = run(c, _QUICK.value, _WORKDIR.value, _LAYOUT.value)
+  with cli.user_errors():
+    c = _config()
+    res = run(c, _QUICK.value, _WORKDIR.value, _LAYOUT.value)
   print(results.verdict_table(res["claims"]))
 
 

@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Iterable
 
 from absl import flags
+
+from jaxrl_suite.core import cli as core_cli
+
+# Every script imports this module: each gets `--debug` (keep the traceback of a user error).
+core_cli.define_debug_flag()
+
+
+@contextlib.contextmanager
+def user_errors():
+  """Around a script's run: a user error (bad config value, unreadable --layout / --eval_trace,
+  a workdir that does not match) becomes one or two lines on stderr and exit status 2, unless
+  --debug is given."""
+  try:
+    yield
+  except core_cli.user_error_types() as e:
+    if flags.FLAGS.is_parsed() and flags.FLAGS["debug"].value:
+      raise
+    core_cli.fail(core_cli.short_message(e))
 
 
 def replace_flags(names: Iterable[str]) -> None:

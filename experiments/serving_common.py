@@ -74,6 +74,14 @@ def load_traces(c, eval_trace: str | None):
   train_tr, test_tr = traces.load_shipped(c.trace).split(c.train_frac)
   if eval_trace:
     test_tr = traces.load_trace(eval_trace)
+    # Checked before any training: the evaluation needs n_eval_windows distinct windows of
+    # eval_table requests (a 3-request file used to give three verdicts).
+    need = int(c.eval_table) + int(c.n_eval_windows) - 1
+    if len(test_tr) < need:
+      raise traces.TraceError(
+          f"{eval_trace}: {len(test_tr)} requests, too few for {c.n_eval_windows} evaluation "
+          f"windows of config.eval_table={c.eval_table} requests (needs >= {need}); use a "
+          "longer trace or lower --config.eval_table / --config.n_eval_windows")
   return train_tr, test_tr
 
 
@@ -96,8 +104,9 @@ def eval_setup(c, make, train_tr, test_tr, **kw):
 def main(name: str, run, fl: dict[str, Any]) -> None:
   """Body of each script's absl `main`: config from flags, compilation cache, run."""
   enable_compilation_cache()
-  run(get_config(name, fl), fl["quick"].value, fl["workdir"].value, fl["eval_trace"].value,
-      fl["reuse_policies"].value)
+  with cli.user_errors():
+    run(get_config(name, fl), fl["quick"].value, fl["workdir"].value, fl["eval_trace"].value,
+        fl["reuse_policies"].value)
 
 
 def padded_length(*params, bucket: int = 4096) -> int:

@@ -10,14 +10,13 @@ every load, or evaluating all seeds of all policies, is a few calls of one compi
 
 from __future__ import annotations
 
-import pickle
 from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_suite.core import stats
+from jaxrl_suite.core import stats, tree_io
 from jaxrl_suite.envs.serving import evaluate
 
 METRICS = ("throughput", "goodput", "token_throughput", "slo_attainment", "ttft_p50", "ttft_p99",
@@ -177,13 +176,19 @@ def ratio_verdict(ratio: tuple[float, float, float], paper: float) -> str:
 
 
 def save_policy(path: str, obj: Any) -> None:
-  with open(path, "wb") as f:
-    pickle.dump(jax.tree.map(np.asarray, obj), f)
+  """Stores a policy cache (nested dicts of arrays and JSON values) as npz + JSON structure.
+
+  No pickle: `load_policy` can only produce arrays and JSON values from a workdir file.
+  """
+  # Device arrays to numpy; Python values (the run key, curves as lists) stay JSON values.
+  tree_io.save_tree(path, jax.tree.map(lambda x: np.asarray(x) if hasattr(x, "shape") else x,
+                                       obj))
 
 
 def load_policy(path: str) -> Any:
-  with open(path, "rb") as f:
-    return pickle.load(f)
+  """Reads a cache written by `save_policy`; tree_io.TreeFileError (naming the file) if the file
+  is anything else, e.g. a pickle cache of an older version: delete it to retrain."""
+  return tree_io.load_tree(path)
 
 
 def fmt(ci: Sequence[float], digits: int = 3) -> str:
