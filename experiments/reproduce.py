@@ -1,6 +1,7 @@
 r"""Run every reproduction and write `results/SUMMARY.md` (one row per claim, with its verdict).
 
-  python -m experiments.reproduce --quick              # CI smoke run (`make reproduce`)
+  python -m experiments.reproduce --quick              # CI smoke run (`make reproduce`),
+                                                       # writes workdirs/results_quick/
   python -m experiments.reproduce                      # full mode (`make reproduce-full`)
   python -m experiments.reproduce --only=fore,ballast  # a subset
   python -m experiments.reproduce --quick --stream     # show each stage's own progress bar
@@ -11,6 +12,12 @@ does not stop the others; its output goes to `workdirs/reproduce/<name>.log` (an
 with `--stream`) and the tail of that log is printed if it fails. A stage whose script does not
 exist yet is skipped with a note. The exit status is non-zero if any stage failed (crashed, timed
 out, or exited cleanly without writing a valid `results/<name>.json` of the requested mode).
+
+Where results go: full mode writes `results/` (committed); quick mode writes
+`workdirs/results_quick/` (and its own SUMMARY.md there), and a quick stage that writes into
+`results/` anyway (a script saving its plot by a fixed path) has those files moved to the quick
+directory and the committed ones put back, so `make reproduce` never changes a tracked file.
+Records of runs on ad-hoc inputs (`adhoc_inputs`, e.g. `--eval_trace`) are never summarised.
 
 The summary is generated from the `results/*.json` records (never typed): reproduction, claim,
 paper's figure, ours with 95% CI, verdict, links to `<name>.md`/`<name>.png`, and the mode
@@ -35,7 +42,12 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
   sys.path.insert(0, REPO_ROOT)
 
-RESULTS_DIR = os.path.join(REPO_ROOT, "results")
+from jaxrl_suite.core import results as _results  # noqa: E402  (needs REPO_ROOT on sys.path)
+
+RESULTS_DIR = _results.RESULTS_DIR
+QUICK_DIR = _results.QUICK_DIR
+# The committed results: a quick stage must leave every file here as it found it.
+PROTECTED_DIR = RESULTS_DIR
 LOG_DIR = os.path.join(REPO_ROOT, "workdirs", "reproduce")
 README_BEGIN = "<!-- RESULTS:BEGIN -->"
 README_END = "<!-- RESULTS:END -->"
@@ -100,28 +112,78 @@ def _tail(path: str, n: int = 25) -> str:
     return ""
 
 
-def run_stage(stage: Stage, quick: bool, results_dir: str = RESULTS_DIR,
+def default_results_dir(quick: bool) -> str:
+  return QUICK_DIR if quick else RESULTS_DIR
+
+
+def _snapshot(d: str) -> dict[str, bytes]:
+  """The bytes of every file directly in `d` (results/ is small: ~1 MB)."""
+  if not os.path.isdir(d):
+    return {}
+  out = {}
+  for name in os.listdir(d):
+    path = os.path.join(d, name)
+    if os.path.isfile(path):
+      with open(path, "rb") as f:
+        out[name] = f.read()
+  return out
+
+
+def _give_back(before: Mapping[str, bytes], protected: str, dest: str) -> list[str]:
+  """Moves files that a quick stage wrote into `protected` to `dest` and puts the originals
+  back (or removes files that were not there). Returns the names moved."""
+  moved = []
+  for name, data in sorted(_snapshot(protected).items()):
+    if before.get(name) == data:
+      continue
+    os.makedirs(dest, exist_ok=True)
+    with open(os.path.join(dest, name), "wb") as f:
+      f.write(data)
+    path = os.path.join(protected, name)
+    if name in before:
+      with open(path, "wb") as f:
+        f.write(before[name])
+    else:
+      os.remove(path)
+    moved.append(name)
+  return moved
+
+
+def run_stage(stage: Stage, quick: bool, results_dir: str | None = None,
               log_dir: str = LOG_DIR, extra_args: Sequence[str] = (),
               timeout_s: float | None = None, stream: bool = False) -> StageResult:
   """Runs one reproduction in a subprocess; checks that it (re)wrote its results record.
 
   Its output goes to `<log_dir>/<name>.log` and, with `stream`, also to stderr (so the stage's
-  own progress bar shows live).
+  own progress bar shows live). `results_dir` (default: results/ for full mode, the quick
+  directory for quick mode) reaches the stage as JAXRL_RESULTS_DIR; in quick mode the committed
+  results/ are protected (see the module docstring).
   """
   if not module_exists(stage.module):
     return StageResult(stage.name, "skipped", note=f"{stage.module} does not exist yet")
+  results_dir = results_dir or default_results_dir(quick)
+  protect = quick and os.path.abspath(results_dir) != os.path.abspath(PROTECTED_DIR)
+  before = _snapshot(PROTECTED_DIR) if protect else {}
   os.makedirs(log_dir, exist_ok=True)
   log_path = os.path.join(log_dir, f"{stage.name}.log")
   cmd = [sys.executable, "-m", stage.module] + (["--quick"] if quick else []) + list(extra_args)
   env = dict(os.environ)
   env["PYTHONPATH"] = REPO_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
   env.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(REPO_ROOT, ".jax_cache"))
+  env[_results.ENV_VAR] = results_dir
   record = os.path.join(results_dir, f"{stage.name}.json")
   t0 = time.time()
-  with open(log_path, "wb") as log:
-    log.write(("$ " + " ".join(cmd) + "\n").encode())
-    log.flush()
-    rc = _run_tee(cmd, env, log, sys.stderr if stream else None, timeout_s)
+  try:
+    with open(log_path, "wb") as log:
+      log.write(("$ " + " ".join(cmd) + "\n").encode())
+      log.flush()
+      rc = _run_tee(cmd, env, log, sys.stderr if stream else None, timeout_s)
+  finally:
+    moved = _give_back(before, PROTECTED_DIR, results_dir) if protect else []
+  if moved:
+    with open(log_path, "a") as log:
+      log.write(f"[reproduce] quick mode: moved {moved} from {PROTECTED_DIR} to {results_dir} "
+                "and restored the committed files\n")
   wall = time.time() - t0
   if rc != 0:
     return StageResult(stage.name, "failed", wall, f"exit status {rc}", log_path)
@@ -179,7 +241,7 @@ def _run_tee(cmd: Sequence[str], env: Mapping[str, str], log, echo,
     proc.stdout.close()
 
 
-def run_all(stages: Sequence[Stage], quick: bool, results_dir: str = RESULTS_DIR,
+def run_all(stages: Sequence[Stage], quick: bool, results_dir: str | None = None,
             log_dir: str = LOG_DIR, progress: bool = True,
             timeout_s: float | None = None, stream: bool = False) -> list[StageResult]:
   """Runs the stages in order; a failure is reported and the next stage still runs. Ctrl-C
@@ -214,7 +276,8 @@ def run_all(stages: Sequence[Stage], quick: bool, results_dir: str = RESULTS_DIR
 # ------------------------------------------------------------------------------------------------
 def load_records(results_dir: str = RESULTS_DIR,
                  order: Sequence[str] | None = None) -> list[dict]:
-  """Every `results/*.json` record with claims, in registry order then alphabetical."""
+  """Every `results/*.json` record with claims, in registry order then alphabetical; records
+  of runs on ad-hoc inputs (`adhoc_inputs`, e.g. --eval_trace) are left out."""
   order = [s.name for s in REGISTRY] if order is None else list(order)
   records = []
   for path in sorted(glob.glob(os.path.join(results_dir, "*.json"))):
@@ -223,7 +286,8 @@ def load_records(results_dir: str = RESULTS_DIR,
         rec = json.load(f)
     except (OSError, json.JSONDecodeError):
       continue
-    if isinstance(rec, dict) and "claims" in rec and "name" in rec:
+    if isinstance(rec, dict) and "claims" in rec and "name" in rec and not rec.get(
+        "adhoc_inputs"):
       rec["_file"] = os.path.splitext(os.path.basename(path))[0]
       records.append(rec)
   rank = {n: i for i, n in enumerate(order)}
@@ -346,7 +410,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                  help="also rewrite the RESULTS block of README.md with the table")
   p.add_argument("--readme_modes", default="full",
                  help="record modes shown in the README table (comma list; default full)")
-  p.add_argument("--results_dir", default=RESULTS_DIR)
+  p.add_argument("--results_dir", default=None,
+                 help="where records are written and summarised (default: results/ in full "
+                      "mode, workdirs/results_quick/ in quick mode)")
   p.add_argument("--log_dir", default=LOG_DIR)
   p.add_argument("--timeout_s", type=float, default=None, help="per-stage time limit")
   p.add_argument("--list", action="store_true", help="list the reproductions and exit")
@@ -360,6 +426,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{s.title}")
     return 0
   stages = select(args.only)
+  readme_dir = args.results_dir or RESULTS_DIR     # the README shows the committed results
+  args.results_dir = args.results_dir or default_results_dir(args.quick)
   results: list[StageResult] = []
   if not args.summary_only:
     results = run_all(stages, args.quick, args.results_dir, args.log_dir,
@@ -368,7 +436,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   path = write_summary(args.results_dir, results)
   print(f"wrote {path}")
   if args.readme:
-    changed = update_readme(os.path.join(REPO_ROOT, "README.md"), args.results_dir,
+    changed = update_readme(os.path.join(REPO_ROOT, "README.md"), readme_dir,
                             tuple(m.strip() for m in args.readme_modes.split(",")))
     print("README.md results table " + ("updated" if changed else "unchanged"))
   failed = [r for r in results if r.status == "failed"]

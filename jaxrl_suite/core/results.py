@@ -1,5 +1,12 @@
 """Results records: every file in `results/` is written through this module.
 
+Where a record goes (`output_dir`): full-mode runs write `results/` (committed: the
+reproductions' numbers); quick-mode runs (CI smoke runs, `make reproduce`) write
+`workdirs/results_quick/`, and runs on ad-hoc inputs (`--eval_trace`, `--layout`,
+`--reuse_policies` on the command line) write `workdirs/results_adhoc/` and are marked
+`adhoc_inputs`, so neither can overwrite the committed results or reach SUMMARY.md. The
+environment variable JAXRL_RESULTS_DIR overrides all three (reproduce.py's --results_dir).
+
 A record carries what is needed to trust and re-run a number: the config, the seeds, package
 versions, the git commit (and whether the tree was dirty), the wall time, and one entry per claim
 with the paper's figure, our figure with a 95% CI, and a verdict.
@@ -32,6 +39,42 @@ VERDICTS = ("reproduced", "partly reproduced", "not reproduced", "contradicted",
 _PACKAGES = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "chex", "gymnax",
              "ml-collections", "tensorflow-datasets", "numpy")
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RESULTS_DIR = os.path.join(REPO_ROOT, "results")
+QUICK_DIR = os.path.join(REPO_ROOT, "workdirs", "results_quick")
+ADHOC_DIR = os.path.join(REPO_ROOT, "workdirs", "results_adhoc")
+# Command-line inputs that make a run's numbers about the user's data, not the reproduction's.
+ADHOC_FLAGS = ("--eval_trace", "--layout", "--reuse_policies")
+ENV_VAR = "JAXRL_RESULTS_DIR"
+
+
+def adhoc_inputs(argv: Sequence[str] | None = None) -> list[str]:
+  """The ad-hoc input flags given in `argv` (default sys.argv), e.g. ["--eval_trace=x.csv"]."""
+  argv = sys.argv[1:] if argv is None else argv
+  out = []
+  for i, a in enumerate(argv):
+    name = a.split("=", 1)[0]
+    if name in ADHOC_FLAGS and not a.endswith(("=false", "=False", "=0")):
+      has_value = "=" in a or i + 1 >= len(argv) or argv[i + 1].startswith("-")
+      out.append(a if has_value else f"{a}={argv[i + 1]}")
+  return out
+
+
+def output_dir(mode: str, argv: Sequence[str] | None = None) -> str:
+  """Directory a run of `mode` writes its record, report and plot to (see the module doc)."""
+  if mode not in ("quick", "full"):
+    raise ValueError(f"mode must be 'quick' or 'full', got {mode!r}")
+  if os.environ.get(ENV_VAR):
+    return os.environ[ENV_VAR]
+  if adhoc_inputs(argv):
+    return ADHOC_DIR
+  return QUICK_DIR if mode == "quick" else RESULTS_DIR
+
+
+def figure_path(name: str, mode: str) -> str:
+  """`<output_dir(mode)>/<name>.png` (directory created): where a script saves its plot."""
+  d = output_dir(mode)
+  os.makedirs(d, exist_ok=True)
+  return os.path.join(d, f"{name}.png")
 
 
 def git_commit(root: str = REPO_ROOT) -> tuple[str, bool]:
@@ -98,18 +141,22 @@ def write_results(name: str, *, mode: str, config: Any, seeds: Sequence[int],
                   claims: Sequence[Mapping[str, Any]], wall_time_s: float,
                   payload: Mapping[str, Any] | None = None, markdown: str = "",
                   results_dir: str | None = None) -> str:
-  """Writes `results/<name>.json` and `results/<name>.md`; returns the JSON path.
+  """Writes `<name>.json` and `<name>.md` into `results_dir` (default `output_dir(mode)`: only
+  full-mode runs on the shipped inputs write `results/`); returns the JSON path.
 
   `markdown` is the body of the readable report; a verdict table and the provenance block are
   added around it so that every report states where its numbers came from.
   """
   if mode not in ("quick", "full"):
     raise ValueError(f"mode must be 'quick' or 'full', got {mode!r}")
-  results_dir = results_dir or os.path.join(REPO_ROOT, "results")
+  results_dir = results_dir or output_dir(mode)
   os.makedirs(results_dir, exist_ok=True)
   record = {"schema_version": SCHEMA_VERSION, "name": name, "mode": mode,
             "config": _to_jsonable(config), "seeds": [int(s) for s in seeds],
             "provenance": provenance(wall_time_s), "claims": _to_jsonable(list(claims))}
+  adhoc = adhoc_inputs()
+  if adhoc:
+    record["adhoc_inputs"] = adhoc   # never summarised (reproduce.load_records skips these)
   record.update(_to_jsonable(dict(payload or {})))
   path = os.path.join(results_dir, f"{name}.json")
   with open(path, "w") as f:

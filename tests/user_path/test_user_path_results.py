@@ -5,6 +5,7 @@ import glob
 import json
 import os
 import re
+import subprocess
 import textwrap
 import time
 
@@ -26,7 +27,8 @@ def test_results_record_is_current_schema(path):
   results_lib.validate_record(rec)   # schema_version == SCHEMA_VERSION, fields, verdicts
   name = os.path.splitext(os.path.basename(path))[0]
   assert rec["name"] == name, f"{path} holds record {rec['name']!r}"
-  assert rec["mode"] in ("quick", "full")
+  assert rec["mode"] == "full", f"{path}: only full-mode runs may write results/"
+  assert not rec.get("adhoc_inputs"), f"{path}: a run on ad-hoc inputs does not belong here"
   assert rec["claims"], f"{path} has no claims"
   for c in rec["claims"]:
     assert c["verdict"] in results_lib.VERDICTS
@@ -201,3 +203,86 @@ def test_reproduce_stream_and_timeout(fake_registry, capsys):
   assert time.time() - t0 < 30
   assert "started" in capsys.readouterr().err          # streamed live
   assert "started" in open(os.path.join(log_dir, "slow.log")).read()
+
+
+# ------------------------------------------------------------------------------------------------
+# Where records go: quick and ad-hoc runs never write results/
+# ------------------------------------------------------------------------------------------------
+def _one(mode, **kw):
+  return results_lib.write_results(
+      "thing", mode=mode, config={}, seeds=[0], wall_time_s=0.0,
+      claims=[results_lib.claim("c", "1", "1", "reproduced")], **kw)
+
+
+@pytest.fixture
+def result_dirs(tmp_path, monkeypatch):
+  d = {k: str(tmp_path / k) for k in ("results", "quick", "adhoc")}
+  monkeypatch.setattr(results_lib, "RESULTS_DIR", d["results"])
+  monkeypatch.setattr(results_lib, "QUICK_DIR", d["quick"])
+  monkeypatch.setattr(results_lib, "ADHOC_DIR", d["adhoc"])
+  monkeypatch.delenv(results_lib.ENV_VAR, raising=False)
+  monkeypatch.setattr("sys.argv", ["script.py"])
+  return d
+
+
+def test_quick_records_go_to_the_ignored_quick_dir(result_dirs, repo_root, monkeypatch):
+  assert os.path.dirname(_one("quick")) == result_dirs["quick"]
+  assert os.path.dirname(_one("full")) == result_dirs["results"]
+  assert results_lib.figure_path("thing", "quick") == os.path.join(result_dirs["quick"],
+                                                                    "thing.png")
+  monkeypatch.setenv(results_lib.ENV_VAR, str(result_dirs["adhoc"]) + "_env")
+  assert os.path.dirname(_one("quick")) == result_dirs["adhoc"] + "_env"
+  # The real quick directory is ignored by git, so a quick run cannot dirty the tree.
+  rel = os.path.relpath(reproduce.QUICK_DIR, repo_root)
+  out = subprocess.run(["git", "check-ignore", "-q", os.path.join(rel, "x.json")],
+                       cwd=repo_root)
+  assert out.returncode == 0, f"{rel} is not ignored by git"
+  assert reproduce.default_results_dir(True) == reproduce.QUICK_DIR
+  assert reproduce.default_results_dir(False) == reproduce.RESULTS_DIR
+
+
+def test_adhoc_inputs_get_their_own_dir_and_never_reach_the_summary(result_dirs, monkeypatch):
+  monkeypatch.setattr("sys.argv", ["serving_batching.py", "--eval_trace", "mine.csv"])
+  path = _one("full")
+  assert os.path.dirname(path) == result_dirs["adhoc"]
+  with open(path) as f:
+    assert json.load(f)["adhoc_inputs"] == ["--eval_trace=mine.csv"]
+  assert reproduce.load_records(result_dirs["adhoc"]) == []
+  assert results_lib.adhoc_inputs(["--layout=x.json", "--reuse_policies=false", "--quick"]) == [
+      "--layout=x.json"]
+
+
+_FAKE_CLOBBER = '''
+import os, sys
+from jaxrl_suite.core import results
+prot = os.environ["FAKE_PROTECTED"]
+with open(os.path.join(prot, "clobber.png"), "w") as f:   # a plot saved by a fixed path
+  f.write("quick plot")
+with open(os.path.join(prot, "new.txt"), "w") as f:
+  f.write("new")
+results.write_results("clobber", mode="quick" if "--quick" in sys.argv else "full", config={},
+                      seeds=[0], wall_time_s=0.1,
+                      claims=[results.claim("c", "1", "1", "reproduced")])
+'''
+
+
+def test_reproduce_quick_leaves_the_committed_results_as_they_were(fake_registry, tmp_path,
+                                                                    monkeypatch, capsys):
+  results_dir, log_dir, pkg = fake_registry
+  (pkg / "clobber.py").write_text(_FAKE_CLOBBER)
+  protected = tmp_path / "committed"
+  protected.mkdir()
+  (protected / "clobber.png").write_text("full-mode plot")
+  (protected / "SUMMARY.md").write_text("full summary")
+  monkeypatch.setenv("FAKE_PROTECTED", str(protected))
+  monkeypatch.setattr(reproduce, "PROTECTED_DIR", str(protected))
+  monkeypatch.setattr(reproduce, "REGISTRY", [reproduce.Stage("clobber", f"{pkg.name}.clobber")])
+  quick_dir = tmp_path / "quick"
+  assert reproduce.main(["--quick", f"--results_dir={quick_dir}", f"--log_dir={log_dir}",
+                         "--no_progress"]) == 0
+  assert sorted(os.listdir(protected)) == ["SUMMARY.md", "clobber.png"]
+  assert (protected / "clobber.png").read_text() == "full-mode plot"
+  assert (protected / "SUMMARY.md").read_text() == "full summary"
+  assert (quick_dir / "clobber.png").read_text() == "quick plot"
+  assert (quick_dir / "new.txt").exists() and (quick_dir / "clobber.json").exists()
+  assert "| clobber | c |" in (quick_dir / "SUMMARY.md").read_text()
