@@ -28,6 +28,18 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.family_population_mdps = 300
   c.family_mdps = 20
   c.family_seeds = 200
+  # support diagnostic of the fitted ratio (fore.support_diagnostic), thresholds set a priori:
+  # flag when ESS/n < support_min_ess_frac or more than support_max_rare_share of the fitted
+  # target mass sits on (s, a) cells with fewer than support_k samples
+  c.support_k = 10
+  c.support_min_ess_frac = 0.01
+  c.support_max_rare_share = 0.05
+  # severe-shift coverage verdict (the spec's figure: Wald under-covers, 0.65-0.73, until
+  # n = 1e6, where it reaches 0.94): under-coverage = coverage < severe_under_cov at some n below
+  # the largest; recovery = coverage >= severe_nominal_low (the hub's nominal band 0.925-0.965)
+  # at the largest n
+  c.severe_under_cov = 0.9
+  c.severe_nominal_low = 0.925
   # ill-conditioning sweep (ratio stays realizable, A -> singular)
   c.sweep_fracs = [0.0, 0.5, 0.9, 0.99, 0.999, 1.0]
   c.sweep_n = 10_000
@@ -69,7 +81,7 @@ def validate(c: ml_collections.ConfigDict) -> None:
   positive = ["hub_seeds", "fqe_iters", "iid_check_n", "iid_check_seeds", "boot_seeds", "num_boot",
               "family_population_mdps", "family_mdps", "family_seeds", "sweep_n", "sweep_seeds",
               "dope_policies", "dope_traj", "dope_horizon", "dope_seeds", "dope_fqe_iters",
-              "cartpole_episodes", "cartpole_mc_episodes", "cartpole_boot"]
+              "cartpole_episodes", "cartpole_mc_episodes", "cartpole_boot", "support_k"]
   for f in positive:
     if int(c[f]) <= 0:
       raise ValueError(f"config.{f} must be positive, got {c[f]}")
@@ -83,5 +95,9 @@ def validate(c: ml_collections.ConfigDict) -> None:
     raise ValueError(f"config.cartpole_gamma must be in (0, 1), got {c.cartpole_gamma}")
   if any(not 0.0 <= f <= 1.0 for f in c.sweep_fracs):
     raise ValueError(f"config.sweep_fracs must lie in [0, 1], got {c.sweep_fracs}")
+  for f in ("support_min_ess_frac", "support_max_rare_share", "severe_under_cov",
+            "severe_nominal_low"):
+    if not 0.0 <= float(c[f]) <= 1.0:
+      raise ValueError(f"config.{f} must lie in [0, 1], got {c[f]}")
   if c.cartpole_mu_temp <= 0 or c.cartpole_pi_temp <= 0:
     raise ValueError("config.cartpole_mu_temp / cartpole_pi_temp must be positive")

@@ -3,8 +3,10 @@ r"""Benchmark: FORE closed-form solve vs iterative FQE to the same tolerance (fl
   1. one dataset, n = 1e6 transitions, d = 64: closed form (A, b, LU solve) and the full estimator
      (SE, SVD diagnostics), vs iterative linear FQE (one O(n d) regression per iteration) run until
      its value is within `--rtol` of the closed form;
-  2. 256 datasets vmapped (n = 4096 each, d = 64): vmapped closed form vs a Python loop of
-     single-dataset calls vs vmapped iterative FQE.
+  2. 256 datasets (n = 4096 each, d = 64): both paths of `fore.fore_value_many` -- one vmapped
+     program vs a Python loop of single-dataset jitted calls -- the vmapped full estimator, and
+     vmapped iterative FQE; prints which path the library picks by default (CPU: the loop) and
+     whether it was the faster one in this run.
 Prints wall-clock medians and the ratios. Run: python -m experiments.bench_fore [--n 1000000]
 Not timed in tests (timings on a shared CPU are noisy).
 """
@@ -106,18 +108,17 @@ def main(argv):
   # ---------------------------------------------------------------- many datasets, vmapped
   keys = jax.random.split(jax.random.PRNGKey(1), _B.value)
   batch = jax.vmap(lambda k: make_data(k, _NB.value, _D.value, gamma))(keys)
+  # the two ways `F.fore_value_many` evaluates many datasets: one vmapped program, or a Python
+  # loop of one jitted single-dataset call; the library default is the one measured faster here
+  many = {path: (lambda *a, path=path: F.fore_value_many(*a, gamma, path=path))
+          for path in ("vmap", "loop")}
   vclosed = jax.jit(jax.vmap(lambda *a: F.fore_value(*a, gamma)))
   vfull = jax.jit(jax.vmap(lambda *a: F.fore_core(*a, gamma).value))
   targets = vclosed(*batch)
-  t_v = timeit(vclosed, *batch, reps=_REPS.value)
+  t_path = {path: timeit(f, *batch, reps=_REPS.value) for path, f in many.items()}
+  t_v = t_path["vmap"]
   t_vfull = timeit(vfull, *batch, reps=_REPS.value)
-  single = jax.jit(lambda *a: F.fore_value(*a, gamma))
-  one = [tuple(x[i] for x in batch) for i in range(_B.value)]
-  jax.block_until_ready(single(*one[0]))
-  t = time.perf_counter()
-  for a in one:
-    jax.block_until_ready(single(*a))
-  t_loop = time.perf_counter() - t
+  t_loop = t_path["loop"]
   vfqe = jax.jit(jax.vmap(fqe_to_tol))
   its, _ = vfqe(*batch, targets)
   t_vfqe = timeit(vfqe, *batch, targets, reps=_REPS.value)
@@ -126,7 +127,11 @@ def main(argv):
   print(f"  vmapped full FORE     {t_vfull * 1e3:9.1f} ms")
   print(f"  python loop of single {t_loop * 1e3:9.1f} ms")
   print(f"  vmapped FQE to tol    {t_vfqe * 1e3:9.1f} ms  (iterations: median {int(np.median(its))}, max {int(np.max(its))})")
-  print(f"  RATIO loop / vmapped = {t_loop / t_v:.1f}x ; FQE / closed form = {t_vfqe / t_v:.1f}x")
+  print(f"  RATIO loop / vmapped = {t_loop / t_v:.2f}x ; FQE / closed form = {t_vfqe / t_v:.1f}x")
+  fastest = min(t_path, key=t_path.get)
+  default = F.default_many_path()
+  print(f"  fore_value_many default on {jax.default_backend()}: '{default}' "
+        f"({'the faster path in this run' if default == fastest else f'SLOWER than {fastest} in this run'})")
 
 
 if __name__ == "__main__":

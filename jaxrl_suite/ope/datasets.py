@@ -9,6 +9,14 @@ An episode with T transitions stores T + 1 steps; the last one (is_last=True) ca
 final observation (action 0, reward 0, discount 0 if terminal else 1). is_terminal=False on the
 last step means time-limit truncation: FORE then bootstraps from the final observation.
 
+Standard RLDS episodes (any producer) load too: `episodes_to_transitions` takes the behaviour
+probabilities from a named step field (`behavior_prob_key`, default "behavior_prob"; a nested
+field as "infos/behavior_prob") or, when the dataset has none, from a given behaviour policy
+(`behavior_probs_fn`); dict observations are flattened in sorted key order (or pass
+`observation_fn`). Every step field is validated (shape, dtype, action range) with an error that
+names the field and the episode. `write_rlds` infers the TFDS features from the first episode,
+so any RLDS-shaped schema (dict observations, no behaviour field) round-trips.
+
 Pipeline: `rollout_gymnax` (behaviour policy on a gymnax env, jitted) -> `write_rlds` (a
 `GeneratorBasedBuilder` with file_format="array_record", written under a local data_dir; nothing
 is downloaded) -> `read_rlds` (`tfds.builder_from_directory(...).as_data_source`, random access,
@@ -156,25 +164,24 @@ def _builder_class():
     VERSION = tfds.core.Version("1.0.0")
     RELEASE_NOTES = {"1.0.0": "RLDS episodes from a gymnax behaviour-policy rollout."}
 
-    def __init__(self, *, episodes: Sequence[dict] = (), obs_dim: int = 4, **kwargs):
+    def __init__(self, *, episodes: Sequence[dict] = (), step_spec: dict | None = None,
+                 **kwargs):
       self._episodes = list(episodes)
-      self._obs_dim = int(obs_dim)
+      self._step_spec = step_spec or {}
       super().__init__(**kwargs)
 
     def _info(self):
       f = tfds.features
-      step = f.FeaturesDict({
-          "observation": f.Tensor(shape=(self._obs_dim,), dtype=np.float32),
-          "action": f.Scalar(dtype=np.int64),
-          "reward": f.Scalar(dtype=np.float32),
-          "discount": f.Scalar(dtype=np.float32),
-          "is_first": f.Scalar(dtype=np.bool_),
-          "is_last": f.Scalar(dtype=np.bool_),
-          "is_terminal": f.Scalar(dtype=np.bool_),
-          "behavior_prob": f.Scalar(dtype=np.float32),
-      })
+
+      def feat(spec):
+        if isinstance(spec, dict):
+          return f.FeaturesDict({k: feat(v) for k, v in spec.items()})
+        shape, dtype = spec
+        return f.Scalar(dtype=dtype) if shape == () else f.Tensor(shape=shape, dtype=dtype)
+
       return self.dataset_info_from_configs(
-          features=f.FeaturesDict({"steps": f.Dataset(step), "episode_id": f.Scalar(dtype=np.int64)}),
+          features=f.FeaturesDict({"steps": f.Dataset(feat(self._step_spec)),
+                                   "episode_id": f.Scalar(dtype=np.int64)}),
           description="Logged behaviour-policy episodes in RLDS format for off-policy evaluation.")
 
     def _split_generators(self, dl_manager):
@@ -188,17 +195,42 @@ def _builder_class():
   return JaxrlOpeEpisodes
 
 
+def _step_spec(steps: dict) -> dict:
+  """TFDS feature spec {field: (per-step shape, dtype) or nested dict} of one episode's steps."""
+  out = {}
+  for k, v in steps.items():
+    if isinstance(v, dict):
+      out[k] = _step_spec(v)
+    else:
+      a = np.asarray(v)
+      out[k] = (tuple(a.shape[1:]), a.dtype)
+  return out
+
+
 def write_rlds(episodes: Sequence[dict], data_dir: str) -> str:
-  """Writes episodes as an array_record TFDS dataset under `data_dir`; returns the builder dir."""
+  """Writes episodes as an array_record TFDS dataset under `data_dir`; returns the builder dir.
+
+  The step features (names, shapes, dtypes, nesting) are inferred from the first episode, so
+  both this module's episodes and standard RLDS ones (dict observations, no behaviour field)
+  can be written.
+  """
   import tensorflow_datasets as tfds
   if not episodes:
     raise ValueError("no episodes to write")
-  obs_dim = int(np.shape(episodes[0]["steps"]["observation"])[-1])
-  builder = _builder_class()(episodes=episodes, obs_dim=obs_dim, data_dir=data_dir,
-                             file_format="array_record")
+  builder = _builder_class()(episodes=episodes, step_spec=_step_spec(episodes[0]["steps"]),
+                             data_dir=data_dir, file_format="array_record")
   builder.download_and_prepare(
       download_config=tfds.download.DownloadConfig(download_mode=tfds.GenerateMode.REUSE_DATASET_IF_EXISTS))
   return builder.data_dir
+
+
+def _stack_steps(steps):
+  """A nested Dataset read back as a sequence of (nested) step dicts -> dict of stacked arrays."""
+  if isinstance(steps, dict):
+    return {k: _stack_steps(v) if isinstance(v, dict) else np.asarray(v) for k, v in steps.items()}
+  first = steps[0]
+  return {k: (_stack_steps([s[k] for s in steps]) if isinstance(first[k], dict)
+              else np.stack([np.asarray(s[k]) for s in steps])) for k in first}
 
 
 def read_rlds(builder_dir: str, split: str = "train") -> list[dict]:
@@ -210,49 +242,141 @@ def read_rlds(builder_dir: str, split: str = "train") -> list[dict]:
   out = []
   for i in range(len(src)):
     ep = src[i]
-    steps = ep["steps"]
-    if not isinstance(steps, dict):  # nested Dataset comes back as a sequence of step dicts
-      steps = {k: np.stack([np.asarray(s[k]) for s in steps]) for k in steps[0]}
-    out.append(dict(steps={k: np.asarray(v) for k, v in steps.items()},
-                    episode_id=int(ep["episode_id"])))
+    out.append(dict(steps=_stack_steps(ep["steps"]), episode_id=int(ep["episode_id"])))
   return sorted(out, key=lambda e: e["episode_id"])
 
 
 # ----------------------------------------------------------------------------------------------
 # episodes -> FORE inputs
 # ----------------------------------------------------------------------------------------------
+def _field(steps: dict, key: str):
+  """steps[key] with "a/b" addressing nested step dicts; None when absent."""
+  cur = steps
+  for part in key.split("/"):
+    if not isinstance(cur, dict) or part not in cur:
+      return None
+    cur = cur[part]
+  return cur
+
+
+def flatten_observation(obs) -> np.ndarray:
+  """(T+1, ...) array, or a dict of them (nested ok) -> float (T+1, obs_dim), dict keys sorted."""
+  if isinstance(obs, dict):
+    parts = [flatten_observation(obs[k]) for k in sorted(obs)]
+    if not parts:
+      raise ValueError("observation is an empty dict")
+    lens = {p.shape[0] for p in parts}
+    if len(lens) != 1:
+      raise ValueError(f"observation dict fields have different step counts {sorted(lens)}")
+    return np.concatenate(parts, axis=1)
+  a = np.asarray(obs)
+  if a.ndim < 1 or not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
+    raise ValueError(f"observation must be numeric with a leading step axis; got dtype {a.dtype}, "
+                     f"shape {a.shape}")
+  return a.reshape(a.shape[0], -1).astype(np.float32)
+
+
 def episodes_to_transitions(episodes: Sequence[dict], feature_fn: Callable, target_probs_fn: Callable,
-                            num_actions: int = 2) -> dict:
-  """Flattens RLDS episodes into FORE arrays.
+                            num_actions: int = 2, *, behavior_prob_key: str = "behavior_prob",
+                            behavior_probs_fn: Callable | None = None,
+                            observation_fn: Callable | None = None) -> dict:
+  """Flattens RLDS episodes into FORE arrays, validating every field.
+
+  Args:
+    episodes: RLDS episodes {"steps": {observation, action, reward, is_terminal, ...},
+      "episode_id"?}; T + 1 steps for T transitions (the last carries the final observation).
+    feature_fn: (obs (n, obs_dim), action (n,)) -> φ (n, d).
+    target_probs_fn: obs (n, obs_dim) -> π(.|o) (n, num_actions).
+    num_actions: actions are integers in [0, num_actions).
+    behavior_prob_key: step field with μ(a_t|o_t) ("a/b" for nested fields). Used when present.
+    behavior_probs_fn: behaviour policy obs -> (n, num_actions), used when the field is absent
+      (standard RLDS datasets do not log μ). Neither -> ValueError naming the field.
+    observation_fn: observation field (array or dict) -> (T+1, obs_dim); default
+      `flatten_observation` (dict observations concatenated in sorted key order).
 
   Returns:
     dict(phi (n, d), phi_next (n, d) = (1 - terminal') Σ_a π(a|o') φ(o', a), rewards (n,),
     cluster_ids (n,) episode ids, nu0 (E, d) samples φ_π(o_0) (estimated ν0),
     pi_probs / mu_probs (n,) of the logged action, step (n,) time index).
+
+  Raises:
+    ValueError naming the episode and field: missing fields, step counts that disagree,
+    non-integer or out-of-range actions, non-finite rewards, behaviour probabilities outside
+    (0, 1] or missing.
   """
   if not episodes:
     raise ValueError("no episodes")
+  if num_actions < 1:
+    raise ValueError(f"num_actions must be >= 1, got {num_actions}")
+  obs_fn = observation_fn or flatten_observation
   obs, nobs, act, rew, term, cid, mu, tstep, first = [], [], [], [], [], [], [], [], []
-  for ep in episodes:
+  mu_from_policy = []
+  for e_i, ep in enumerate(episodes):
+    if "steps" not in ep or not isinstance(ep["steps"], dict):
+      raise ValueError(f"episode {e_i}: missing 'steps' dict (RLDS episode schema)")
     s = ep["steps"]
-    t = len(s["reward"]) - 1
+    eid = ep.get("episode_id", e_i)
+    where = f"episode {e_i} (episode_id {eid})"
+    for k in ("observation", "action", "reward", "is_terminal"):
+      if k not in s:
+        raise ValueError(f"{where}: steps has no '{k}' field (have {sorted(s)})")
+    o = obs_fn(s["observation"])
+    t1 = o.shape[0]
+    t = t1 - 1
+    for k in ("action", "reward", "is_terminal"):
+      if np.shape(s[k])[:1] != (t1,) or np.ndim(s[k]) != 1:
+        raise ValueError(f"{where}: steps/{k} has shape {np.shape(s[k])}, expected ({t1},) "
+                         f"(one per step, like steps/observation)")
     if t < 1:
       continue
-    obs.append(s["observation"][:-1])
-    nobs.append(s["observation"][1:])
-    act.append(s["action"][:-1])
-    rew.append(s["reward"][:-1])
+    a = np.asarray(s["action"])[:-1]
+    if not (np.issubdtype(a.dtype, np.integer) or
+            (np.issubdtype(a.dtype, np.floating) and np.all(a == np.round(a)))):
+      raise ValueError(f"{where}: steps/action must hold integer actions, got dtype {a.dtype}")
+    if a.size and (a.min() < 0 or a.max() >= num_actions):
+      bad = int(np.argmax((a < 0) | (a >= num_actions)))
+      raise ValueError(f"{where}: steps/action[{bad}] = {a[bad]} is outside [0, {num_actions}) "
+                       f"(num_actions={num_actions})")
+    b = _field(s, behavior_prob_key)
+    if b is not None:
+      b = np.asarray(b, np.float64)
+      if b.shape != (t1,):
+        raise ValueError(f"{where}: steps/{behavior_prob_key} has shape {b.shape}, expected ({t1},)")
+      b = b[:-1]
+      if not np.all((b > 0) & (b <= 1)):
+        bad = int(np.argmax(~((b > 0) & (b <= 1))))
+        raise ValueError(f"{where}: steps/{behavior_prob_key}[{bad}] = {b[bad]} is not a "
+                         "probability in (0, 1]")
+    elif behavior_probs_fn is None:
+      raise ValueError(f"{where}: steps has no behaviour-probability field '{behavior_prob_key}' "
+                       "(standard RLDS does not log mu(a|o)); pass behavior_prob_key=<field> or "
+                       "behavior_probs_fn=<behaviour policy>")
+    obs.append(o[:-1])
+    nobs.append(o[1:])
+    act.append(a.astype(np.int64))
+    rew.append(np.asarray(s["reward"], np.float32)[:-1])
     tn = np.zeros(t, bool)
-    tn[-1] = bool(s["is_terminal"][-1])
+    tn[-1] = bool(np.asarray(s["is_terminal"])[-1])
     term.append(tn)
-    cid.append(np.full(t, ep["episode_id"]))
-    mu.append(s["behavior_prob"][:-1])
+    cid.append(np.full(t, eid))
+    mu.append(b if b is not None else np.full(t, np.nan))
+    mu_from_policy.append(np.full(t, b is None))
     tstep.append(np.arange(t))
-    first.append(s["observation"][0])
+    first.append(o[0])
+  if not obs:
+    raise ValueError("no episode has a transition (every episode has < 2 steps)")
   cat = lambda xs: jnp.asarray(np.concatenate(xs))
   obs, nobs, act, rew, term = cat(obs), cat(nobs), cat(act), cat(rew), cat(term)
   if not bool(jnp.all(jnp.isfinite(rew))):
-    raise ValueError("episode rewards contain NaN/inf")
+    raise ValueError("steps/reward contains NaN/inf")
+  mu = np.concatenate(mu)
+  from_pol = np.concatenate(mu_from_policy)
+  if from_pol.any():
+    pb = np.asarray(behavior_probs_fn(obs))
+    if pb.shape != (obs.shape[0], num_actions):
+      raise ValueError(f"behavior_probs_fn returned shape {pb.shape}, expected "
+                       f"({obs.shape[0]}, {num_actions})")
+    mu = np.where(from_pol, pb[np.arange(len(mu)), np.asarray(act)], mu)
   pn = target_probs_fn(nobs)
   phi_next = sum(pn[:, a, None] * feature_fn(nobs, jnp.full(nobs.shape[:1], a)) for a in range(num_actions))
   phi_next = phi_next * (1.0 - term[:, None].astype(phi_next.dtype))
@@ -261,7 +385,7 @@ def episodes_to_transitions(episodes: Sequence[dict], feature_fn: Callable, targ
   nu0 = sum(p0[:, a, None] * feature_fn(o0, jnp.full(o0.shape[:1], a)) for a in range(num_actions))
   pi_taken = jnp.take_along_axis(target_probs_fn(obs), act[:, None], 1)[:, 0]
   return dict(phi=feature_fn(obs, act), phi_next=phi_next, rewards=rew, cluster_ids=cat(cid),
-              nu0=nu0, pi_probs=pi_taken, mu_probs=cat(mu), step=cat(tstep))
+              nu0=nu0, pi_probs=pi_taken, mu_probs=jnp.asarray(mu, jnp.float32), step=cat(tstep))
 
 
 def monte_carlo_value(key, env, env_params, probs_fn, gamma: float, num_episodes: int,

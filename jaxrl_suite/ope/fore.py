@@ -28,8 +28,15 @@ J is the unnormalised value E[Σ_t γ^t r_t]; (1 - γ) J is the normalised one.
 
 Precision: the tests run in float64 (`jax.experimental.enable_x64()`). In float32 the solve loses
 about cond(A)·eps32 ≈ cond(A)·1.2e-7 relative accuracy; `fore` warns when cond(A) > 1/sqrt(eps)
-(≈ 2.9e3 in float32, 6.7e7 in float64) and refuses when cond(A) > 1/(100 eps) (≈ 8.4e4 in
-float32, 4.5e13 in float64). The f32-vs-f64 gap is measured in `tests/ope/test_fore_estimator.py`.
+(≈ 2.9e3 in float32, 6.7e7 in float64) and refuses when cond(A) > min(1/(100 eps),
+1/rel_sigma_floor) with the default floor 1e-10 (≈ 8.4e4 in float32, 1e10 in float64; see
+`conditioning_thresholds`). The f32-vs-f64 gap is measured in `tests/ope/test_fore_estimator.py`.
+
+Support (`support_diagnostic`): every check above is in-sample. When the ratio puts target mass
+on cells the data never visited, A_n, the sandwich SE, ident_t and the ESS all look healthy and
+the interval still misses (the moment equations simply do not contain those cells). What the
+data can show is the warning sign before that: a small effective sample size of the fitted
+ratio, and a large share of the fitted target mass sitting on cells with fewer than k samples.
 """
 
 from __future__ import annotations
@@ -109,7 +116,9 @@ class FqeResult:
     theta: (d,) last iterate.
     num_iters: iterations run.
     converged: ||θ_k - θ_{k-1}||_∞ <= tol (1 + ||θ_k||_∞) before the cap.
-    diverged: iterate non-finite or larger than `blowup`.
+    diverged: iterate non-finite or larger than `blowup`, or stopped unconverged while the
+      value's steps |J_k - J_{k-1}| still grow (and exceed round-off, sqrt(eps)(1 + |J_k|)):
+      geometric growth at the cap is divergence, whatever the iteration count.
     spectral_radius: ρ(γ Σ_w^{-1} C_w); FQE converges iff it is < 1.
   """
   value: Array
@@ -200,7 +209,8 @@ def fore_core(phi: Array, phi_next: Array, rewards: Array, weights: Array, nu0: 
   zm = z * m[:, None]
   a_mat = zm.T @ (phi - gamma * phi_next) / n
   b = zm.T @ r / n
-  lam = ridge * jnp.trace(zm.T @ z / n) / d
+  # tr(E_n[z z^T]) = E_n[||z||^2]: O(n d), not the O(n d^2) product z^T z (wasted at ridge 0)
+  lam = ridge * jnp.sum(zm * z) / n / d
   lu = jax.scipy.linalg.lu_factor(a_mat + lam * jnp.eye(d, dtype=dtype))
   theta = jax.scipy.linalg.lu_solve(lu, b)
   nu0 = jnp.asarray(nu0, dtype)
@@ -251,7 +261,7 @@ def fore_value(phi, phi_next, rewards, weights, nu0, gamma, ridge=0.0, z=None) -
   zm = z * m[:, None]
   a_mat = zm.T @ (phi - gamma * phi_next) / n
   b = zm.T @ rewards.astype(dtype) / n
-  lam = ridge * jnp.trace(zm.T @ z / n) / d
+  lam = ridge * jnp.sum(zm * z) / n / d  # tr(E_n[z z^T]) in O(n d)
   theta = jnp.linalg.solve(a_mat + lam * jnp.eye(d, dtype=dtype), b)
   nu0 = jnp.asarray(nu0, dtype)
   return (nu0 if nu0.ndim == 1 else nu0.mean(0)) @ theta
@@ -265,18 +275,28 @@ weights, nu0); gamma and ridge are shared. Pad ragged datasets with weight 0."""
 fore_over_weights = jax.jit(jax.vmap(fore_core, in_axes=(None, None, None, 0, None, None, None)))
 
 
-def conditioning_thresholds(dtype) -> tuple[float, float]:
-  """(warn_cond, error_cond) for a float dtype: 1/sqrt(eps) and 1/(100 eps)."""
+DEFAULT_REL_SIGMA_FLOOR = 1e-10
+
+
+def conditioning_thresholds(dtype, rel_sigma_floor: float = DEFAULT_REL_SIGMA_FLOOR
+                            ) -> tuple[float, float]:
+  """(warn_cond, error_cond) for a float dtype: 1/sqrt(eps) and min(1/(100 eps), 1/floor).
+
+  error_cond is exactly the refusal threshold `check_conditioning` applies (float32: 8.4e4;
+  float64 with the default floor: 1e10).
+  """
   eps = float(jnp.finfo(dtype).eps)
-  return 1.0 / np.sqrt(eps), 1.0 / (100.0 * eps)
+  return 1.0 / np.sqrt(eps), min(1.0 / (100.0 * eps), 1.0 / rel_sigma_floor)
 
 
 def check_conditioning(result, dtype=None, on_ill_conditioned: str = "raise",
-                       rel_sigma_floor: float = 1e-10, min_ident_t: float = 2.0) -> np.ndarray:
+                       rel_sigma_floor: float = DEFAULT_REL_SIGMA_FLOOR,
+                       min_ident_t: float = 2.0) -> np.ndarray:
   """Flags unidentified estimates. Works on single or batched results.
 
   Two checks:
-    numerical:   cond(A_n) > min(1/(100 eps), 1/rel_sigma_floor) -- A_n itself is singular;
+    numerical:   cond(A_n) > conditioning_thresholds(dtype, rel_sigma_floor)[1]
+                 = min(1/(100 eps), 1/rel_sigma_floor) -- A_n itself is singular;
     statistical: ident_t = sigma_min(A_n)/se(sigma_min) < min_ident_t -- the population A may be
                  singular and sampling noise alone made A_n invertible (fore.md §4.3: at the
                  singular point of the C1 path, cond(A_n) is ~1e2 at n = 1e4 yet the error is 3x J).
@@ -297,9 +317,9 @@ def check_conditioning(result, dtype=None, on_ill_conditioned: str = "raise",
   if on_ill_conditioned not in ("raise", "warn", "ignore"):
     raise ValueError(f"on_ill_conditioned must be raise/warn/ignore, got {on_ill_conditioned!r}")
   dtype = dtype or np.asarray(result.value).dtype
-  warn_c, err_c = conditioning_thresholds(dtype)
+  warn_c, err_c = conditioning_thresholds(dtype, rel_sigma_floor)
   cond = np.asarray(result.cond, np.float64)
-  singular = ~np.isfinite(cond) | (cond > min(err_c, 1.0 / rel_sigma_floor))
+  singular = ~np.isfinite(cond) | (cond > err_c)
   ident = getattr(result, "ident_t", None)
   weak = np.zeros_like(singular) if ident is None else ~singular & ~(np.asarray(ident) >= min_ident_t)
   bad = singular | weak
@@ -309,7 +329,7 @@ def check_conditioning(result, dtype=None, on_ill_conditioned: str = "raise",
       parts = []
       if singular.any():
         parts.append(f"A_n is numerically singular in {int(singular.sum())}/{bad.size} estimate(s) "
-                     f"(max cond(A)={np.max(cond):.3g} > {min(err_c, 1 / rel_sigma_floor):.3g} for "
+                     f"(max cond(A)={np.max(cond):.3g} > {err_c:.3g} for "
                      f"{np.dtype(dtype)})")
       if weak.any():
         parts.append(f"sigma_min(A_n) is within {min_ident_t:g} standard errors of 0 in "
@@ -326,6 +346,94 @@ def check_conditioning(result, dtype=None, on_ill_conditioned: str = "raise",
                     f"(max cond(A)={np.max(cond[fragile]):.3g} > {warn_c:.3g}): expect float rounding "
                     "error; check se and consider float64.", IllConditionedWarning, stacklevel=2)
   return bad
+
+
+class SupportWarning(UserWarning):
+  """The fitted ratio rests on few samples: the interval may miss even if A is identified."""
+
+
+def support_diagnostic(w_hat: Array, weights: Array, cell_ids: Optional[Array] = None,
+                       num_cells: int = 0, k: int = 10) -> dict:
+  """Support of the fitted ratio ŵ (jittable; batch with vmap).
+
+  Args:
+    w_hat: (n,) fitted ratio per sample, (1 - γ) z_i^T u (= z @ ForeResult.alpha).
+    weights: (n,) sample weights; for count data (one row per cell, weight = its count) pass
+      cell_ids=None and the rows are the cells.
+    cell_ids: optional (n,) int cell index in [0, num_cells) (e.g. s * A + a) when rows are
+      individual samples.
+    num_cells: static number of cells (with cell_ids).
+    k: a cell is "rare" when it has 0 < count < k samples.
+
+  Returns:
+    dict(ess = (Σ m ŵ)² / Σ m ŵ², ess_frac = ess / n,
+         rare_mass_share = Σ_{rare cells} |mass_c| / Σ_c |mass_c| with mass_c = Σ_{i in c} m_i ŵ_i
+         (the fitted target occupancy of cell c, up to 1/n),
+         rare_cells = number of rare cells carrying mass).
+  Cells with no samples carry no in-sample mass at all: no in-sample statistic can see them.
+  """
+  dtype = jnp.result_type(w_hat.dtype, jnp.float32)
+  m = weights.astype(dtype)
+  w = w_hat.astype(dtype)
+  n = m.sum()
+  ess = (m * w).sum() ** 2 / jnp.maximum((m * w * w).sum(), jnp.finfo(dtype).tiny)
+  if cell_ids is None:
+    counts, mass = m, m * w
+  else:
+    counts = jax.ops.segment_sum(m, cell_ids, num_segments=num_cells)
+    mass = jax.ops.segment_sum(m * w, cell_ids, num_segments=num_cells)
+  rare = (counts > 0) & (counts < k)
+  am = jnp.abs(mass)
+  share = (am * rare).sum() / jnp.maximum(am.sum(), jnp.finfo(dtype).tiny)
+  return dict(ess=ess, ess_frac=ess / n, rare_mass_share=share,
+              rare_cells=(rare & (am > 0)).sum())
+
+
+def check_support(diag: dict, min_ess_frac: float = 0.01, max_rare_share: float = 0.05,
+                  warn: bool = True) -> np.ndarray:
+  """Flags (and warns about) estimates whose fitted ratio rests on few samples.
+
+  Flagged where ess_frac < min_ess_frac or rare_mass_share > max_rare_share. Works on single or
+  batched diagnostics; returns the boolean flag array. A pass does NOT certify coverage: target
+  mass on never-sampled cells is invisible to every in-sample statistic (module docstring).
+  """
+  ess_frac = np.asarray(diag["ess_frac"], np.float64)
+  share = np.asarray(diag["rare_mass_share"], np.float64)
+  bad = ~np.isfinite(ess_frac) | (ess_frac < min_ess_frac) | ~(share <= max_rare_share)
+  if warn and bad.any():
+    warnings.warn(
+        f"weak support in {int(bad.sum())}/{bad.size} estimate(s): ESS/n min "
+        f"{np.nanmin(ess_frac):.3g} (< {min_ess_frac:g} flags), share of fitted target mass on "
+        f"cells with few samples max {np.nanmax(share):.3g} (> {max_rare_share:g} flags). The Wald "
+        "interval may under-cover; more data on those cells (or a bootstrap) is needed.",
+        SupportWarning, stacklevel=2)
+  return bad
+
+
+def default_many_path() -> str:
+  """"loop" on CPU (measured by experiments/bench_fore.py: a Python loop of single-dataset
+  jitted calls beats the vmapped program there), "vmap" on accelerators."""
+  return "loop" if jax.default_backend() == "cpu" else "vmap"
+
+
+_fore_value_vmap = jax.jit(jax.vmap(fore_value, in_axes=(0, 0, 0, 0, 0, None, None)))
+_fore_value_one = jax.jit(fore_value)
+
+
+def fore_value_many(phi, phi_next, rewards, weights, nu0, gamma, ridge: float = 0.0,
+                    path: Optional[str] = None) -> Array:
+  """Ĵ for B datasets stacked on a leading axis ((B, n, d), ..., nu0 (B, d)) -> (B,).
+
+  path: "vmap" (one batched program), "loop" (a Python loop of one jitted single-dataset call),
+  or None = `default_many_path()`. Both give the same numbers (tested).
+  """
+  path = path or default_many_path()
+  if path == "vmap":
+    return _fore_value_vmap(phi, phi_next, rewards, weights, nu0, gamma, ridge)
+  if path != "loop":
+    raise ValueError(f"path must be 'vmap', 'loop' or None, got {path!r}")
+  return jnp.stack([_fore_value_one(phi[i], phi_next[i], rewards[i], weights[i], nu0[i], gamma,
+                                    ridge) for i in range(phi.shape[0])])
 
 
 _fore_core_jit = jax.jit(fore_core, static_argnames=("num_clusters",))
@@ -515,7 +623,8 @@ def fitted_q_iteration(phi, phi_next, rewards, weights, nu0, gamma, *, ratio=Non
     ratio: optional (n,) per-sample weights ρ (e.g. ŵ = phi @ ForeResult.alpha).
     max_iters: iteration cap (bounded `lax.while_loop`).
     tol: stop when ||θ_k - θ_{k-1}||_∞ <= tol (1 + ||θ_k||_∞).
-    blowup: declare divergence when ||θ||_∞ exceeds this.
+    blowup: declare divergence when ||θ||_∞ exceeds this (also declared, below the cap, when
+      the value's steps are still growing at the last iteration).
     theta0: start (default 0).
     ridge: relative ridge on Σ_ρ.
 
@@ -541,21 +650,32 @@ def fitted_q_iteration(phi, phi_next, rewards, weights, nu0, gamma, *, ratio=Non
     y = rewards.astype(dtype) + gamma * (phi_next @ theta)   # regression targets, O(n d)
     return jax.scipy.linalg.lu_solve(lu, pm.T @ y / n)
 
+  eps = float(jnp.finfo(dtype).eps)
+
   def cond_fn(c):
-    k, _, diff, scale = c
+    k, _, diff, scale, _, _ = c
     running = (diff > tol * (1 + scale)) & (scale < blowup) & jnp.isfinite(diff)
     return (k < max_iters) & ((k == 0) | running)
 
   def body(c):
-    k, theta, _, _ = c
+    k, theta, _, _, vstep, _ = c
     new = step(theta)
-    return (k + 1, new, jnp.max(jnp.abs(new - theta)), jnp.max(jnp.abs(new)))
+    # |J_k - J_{k-1}| now and one step earlier: growing value steps = geometric divergence
+    return (k + 1, new, jnp.max(jnp.abs(new - theta)), jnp.max(jnp.abs(new)),
+            jnp.abs(nu0 @ (new - theta)), vstep)
 
-  k, theta, diff, scale = jax.lax.while_loop(
-      cond_fn, body, (jnp.zeros((), jnp.int32), theta0, jnp.array(jnp.inf, dtype), jnp.zeros((), dtype)))
-  diverged = ~jnp.isfinite(scale) | (scale >= blowup) | ~jnp.isfinite(diff)
-  value = jnp.where(diverged, jnp.inf, nu0 @ theta)
-  return FqeResult(value=value, theta=theta, num_iters=k, converged=(diff <= tol * (1 + scale)) & ~diverged,
+  inf = jnp.array(jnp.inf, dtype)
+  k, theta, diff, scale, vstep, vstep_prev = jax.lax.while_loop(
+      cond_fn, body, (jnp.zeros((), jnp.int32), theta0, inf, jnp.zeros((), dtype), inf, inf))
+  converged = (diff <= tol * (1 + scale)) & jnp.isfinite(diff)
+  value = nu0 @ theta
+  # Divergence from the value's growth, not only the blow-up cap: stopped unconverged while the
+  # value's steps still grow and are not round-off (hub, K=100: J = -5e5, steps x1.15 each).
+  growing = (vstep > vstep_prev) & (vstep > jnp.sqrt(eps) * (1.0 + jnp.abs(value)))
+  diverged = (~jnp.isfinite(scale) | (scale >= blowup) | ~jnp.isfinite(diff) | ~jnp.isfinite(value)
+              | (~converged & growing))
+  value = jnp.where(diverged, jnp.inf, value)
+  return FqeResult(value=value, theta=theta, num_iters=k, converged=converged & ~diverged,
                    diverged=diverged, spectral_radius=rho)
 
 
