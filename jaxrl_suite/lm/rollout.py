@@ -201,6 +201,7 @@ def check_fits(rcfg: RolloutConfig, cfg: lm_model.LMConfig, env: text_base.TextE
                compaction: Optional[Compaction] = None) -> None:
   """Trace-time checks of the static sizes; every message names the sizes involved."""
   w, o, a, h = rcfg.window, env.obs_len, env.max_action_len, rcfg.num_turns
+  so = min(env.max_step_obs_len, o)  # later observations may be shorter than the task
   if env.vocab.version != cfg.tokenizer_version:
     raise ValueError(f"env {type(env).__name__} speaks tokenizer v{env.vocab.version}, model "
                      f"{cfg.name} v{cfg.tokenizer_version}: mixing tokenizer versions")
@@ -208,24 +209,26 @@ def check_fits(rcfg: RolloutConfig, cfg: lm_model.LMConfig, env: text_base.TextE
     raise ValueError(f"RolloutConfig.window={w} exceeds LMConfig.max_len={cfg.max_len} of {cfg.name}")
   ov = rcfg.overflow
   if ov is None:
-    need = h * (o + a)
+    need = o + (h - 1) * so + h * a
     if need > w:
       raise ValueError(
-          f"context overflow: {h} turns of up to obs_len={o} + max_action_len={a} tokens need "
-          f"{need} > window={w} slots; raise the window or set RolloutConfig.overflow to "
-          "TruncateOldest() or Compaction(...)")
+          f"context overflow: a task of up to obs_len={o} tokens, {h - 1} more observations of "
+          f"up to {so} and {h} actions of up to max_action_len={a} need {need} > window={w} "
+          "slots; raise the window or set RolloutConfig.overflow to TruncateOldest() or "
+          "Compaction(...)")
   elif isinstance(ov, TruncateOldest):
-    need = (o if ov.keep_task else 0) + o + a
+    need = (o if ov.keep_task else 0) + so + a
     if need > w:
-      raise ValueError(f"TruncateOldest: [task {o}] + obs {o} + action {a} = {need} > window={w}")
+      raise ValueError(f"TruncateOldest: [task {o}] + obs {so} + action {a} = {need} > "
+                       f"window={w}")
   else:
     r = compaction.reserve
     first = o + a + r
-    later = o + len(compaction.prefix) + compaction.summary_len + o + a + r
+    later = o + len(compaction.prefix) + compaction.summary_len + so + a + r
     if max(first, later) > w:
       raise ValueError(
           f"Compaction: a window must hold [task {o}][prefix {len(compaction.prefix)}][summary "
-          f"{compaction.summary_len}] + obs {o} + action {a} + reserve {r} = {later} "
+          f"{compaction.summary_len}] + obs {so} + action {a} + reserve {r} = {later} "
           f"(first window {first}) > window={w}")
 
 

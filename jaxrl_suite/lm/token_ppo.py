@@ -106,32 +106,44 @@ class Batch(NamedTuple):
   old_values: jax.Array
 
 
-def ppo_token_loss(cfg: lm_model.LMConfig, vcfg: lm_value.ValueConfig, pcfg: TokenPPOConfig,
-                   params: Any, vparams: Any, batch: Batch) -> tuple[jax.Array, dict]:
-  """Scalar loss (module doc) and diagnostics for one minibatch."""
-  b, k, w = batch.tokens.shape
-  sc = lm_value.policy_and_values(cfg, vcfg, params, vparams, batch.tokens.reshape(b * k, w))
-  logp, ent, v = (x.reshape(b, k, w) for x in (sc.logp, sc.entropy, sc.values))
+def token_loss_terms(pcfg: TokenPPOConfig, logp: jax.Array, entropy: jax.Array,
+                     values: jax.Array, batch: Batch) -> tuple[jax.Array, dict]:
+  """The loss of the module doc from per-token arrays logp, entropy, values [b, K, W].
+
+  Only trainable tokens carry weight (w_n = 0 elsewhere), so observed, copied and padding slots
+  get exactly zero gradient whatever their advantages or targets hold."""
   wt = loss_weights(batch.trainable, pcfg.norm)
   ratio = jnp.exp(logp - jax.lax.stop_gradient(batch.old_logp))
   a = jax.lax.stop_gradient(batch.advantages)
   pg_tok = -jnp.minimum(ratio * a, jnp.clip(ratio, 1 - pcfg.clip_eps, 1 + pcfg.clip_eps) * a)
-  pg = (wt * pg_tok).sum()
+  # where(), not a product: an inf/NaN term on a masked slot must not leak into the sum.
+  wsum = lambda x: jnp.where(batch.trainable, wt * x, 0.0).sum()
+  pg = wsum(pg_tok)
   tgt = jax.lax.stop_gradient(batch.targets)
   if pcfg.value_clip is None:
-    vf_tok = 0.5 * (v - tgt) ** 2
+    vf_tok = 0.5 * (values - tgt) ** 2
   else:
-    vc = batch.old_values + jnp.clip(v - batch.old_values, -pcfg.value_clip, pcfg.value_clip)
-    vf_tok = 0.5 * jnp.maximum((v - tgt) ** 2, (vc - tgt) ** 2)
-  vf = (wt * vf_tok).sum()
-  kl = (wt * losses.kl_k3(logp, jax.lax.stop_gradient(batch.ref_logp))).sum()
-  entropy = (wt * ent).sum()
-  loss = pg + pcfg.vf_coef * vf + pcfg.kl_coef * kl - pcfg.ent_coef * entropy
+    old_v = jax.lax.stop_gradient(batch.old_values)
+    vc = old_v + jnp.clip(values - old_v, -pcfg.value_clip, pcfg.value_clip)
+    vf_tok = 0.5 * jnp.maximum((values - tgt) ** 2, (vc - tgt) ** 2)
+  vf = wsum(vf_tok)
+  kl = wsum(losses.kl_k3(logp, jax.lax.stop_gradient(batch.ref_logp)))
+  ent = wsum(entropy)
+  loss = pg + pcfg.vf_coef * vf + pcfg.kl_coef * kl - pcfg.ent_coef * ent
   clipped = (jnp.abs(ratio - 1) > pcfg.clip_eps) & batch.trainable
-  aux = {"pg_loss": pg, "vf_loss": vf, "kl_ref": kl, "entropy": entropy,
+  aux = {"pg_loss": pg, "vf_loss": vf, "kl_ref": kl, "entropy": ent,
          "clip_frac": clipped.sum() / jnp.maximum(batch.trainable.sum(), 1),
-         "approx_kl": (wt * (batch.old_logp - logp)).sum()}
+         "approx_kl": wsum(jax.lax.stop_gradient(batch.old_logp) - logp)}
   return loss, aux
+
+
+def ppo_token_loss(cfg: lm_model.LMConfig, vcfg: lm_value.ValueConfig, pcfg: TokenPPOConfig,
+                   params: Any, vparams: Any, batch: Batch) -> tuple[jax.Array, dict]:
+  """Scalar loss (module doc) and diagnostics for one minibatch of whole trajectories."""
+  b, k, w = batch.tokens.shape
+  sc = lm_value.policy_and_values(cfg, vcfg, params, vparams, batch.tokens.reshape(b * k, w))
+  logp, ent, v = (x.reshape(b, k, w) for x in (sc.logp, sc.entropy, sc.values))
+  return token_loss_terms(pcfg, logp, ent, v, batch)
 
 
 def token_advantages(pcfg: TokenPPOConfig, ro: lm_rollout.Rollout,

@@ -63,6 +63,14 @@ class TextEnvironment(environment.Environment):
   max_action_len: int = 4
 
   @property
+  def max_step_obs_len(self) -> int:
+    """Longest observation `step` can return (<= obs_len; the task block may be longer).
+
+    Rollout harnesses use it for their static "does it fit" checks; override it when later
+    observations are shorter than the task statement."""
+    return self.obs_len
+
+  @property
   def eoa_id(self) -> int:
     return self.vocab.id("<eoa>")
 

@@ -3,9 +3,13 @@
 The task statement lists `num_pairs` pairs "letter : digit" and asks for the first key; each
 later observation asks for another key of the table:
 
-  turn 0 obs  <task> B : 3 , F : 7 , A : 1 , D : 5 <q> F      (4 * num_pairs + 2 tokens)
+  turn 0 obs  <task> A : 3 , B : 7 , C : 1 , D : 5 <q> B      (4 * num_pairs + 2 tokens)
   action      7 <eoa>                                         (a digit, then <eoa>)
-  turn 1 obs  <q> A  ...
+  turn 1 obs  <q> C  ...
+
+By default the keys are A, B, C, ... in order, so the answer to key i sits at a fixed slot of the
+task block (a one-hop lookup a 2-layer model learns in minutes); `shuffle_keys=True` draws random
+distinct keys (an induction-style two-hop lookup, much slower to learn at this scale).
 
 Reward 1 / num_queries per right answer; the episode terminates after `num_queries` valid
 answers and is truncated at `max_steps_in_episode` steps. An action that is not exactly one digit
@@ -35,7 +39,10 @@ from jaxrl_suite.lm import tokenizer
 class EnvParams:
   num_pairs: int = struct.field(pytree_node=False, default=4)    # table size (static: shapes)
   num_queries: int = struct.field(pytree_node=False, default=3)  # turns with a question
-  num_keys: int = 8              # keys are drawn (distinct) from the first num_keys letters
+  num_keys: int = 8              # shuffled keys are drawn (distinct) from the first num_keys letters
+  shuffle_keys: bool = False     # False: the keys are A, B, C, ... in order (a 1-hop lookup:
+  #                                the value of key i sits at a fixed slot of the task block);
+  #                                True: random distinct keys (a 2-hop, induction-style lookup)
   max_steps_in_episode: int = 3
 
 
@@ -64,6 +71,10 @@ class KVLookup(base.TextEnvironment):
     self.max_action_len = 2
 
   @property
+  def max_step_obs_len(self) -> int:
+    return 2  # "<q> L", or the one-token error block
+
+  @property
   def default_params(self) -> EnvParams:
     return self._params
 
@@ -85,7 +96,8 @@ class KVLookup(base.TextEnvironment):
     k1, k2, k3 = jax.random.split(key, 3)
     # Distinct keys among the first num_keys letters: the num_pairs smallest random scores.
     scores = jax.random.uniform(k1, (26,)) + (jnp.arange(26) >= params.num_keys)
-    keys = jnp.argsort(scores)[:params.num_pairs].astype(jnp.int32)
+    keys = jnp.where(params.shuffle_keys, jnp.argsort(scores)[:params.num_pairs],
+                     jnp.arange(params.num_pairs)).astype(jnp.int32)
     values = jax.random.randint(k2, (params.num_pairs,), 0, 10, jnp.int32)
     queries = jax.random.randint(k3, (params.num_queries,), 0, params.num_pairs, jnp.int32)
     state = EnvState(keys, values, queries, jnp.int32(0), jnp.int32(0), jnp.int32(0))
