@@ -1,0 +1,31 @@
+"""RailRM-v0: relational multi-agent rail pricing (trains on a line, Poisson-MNL demand).
+
+`make_rail(instance="ecml", action_mode="bucket", **overrides) -> (env, env_params)`;
+`instance` is a name in `instance.INSTANCES` or an instance dict, overrides are EnvParams fields
+(e.g. demand_level=1.2, reward_mode="operator", stochastic=0.0).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jaxrl_suite.envs.rail.env import (ACTION_MODES, N_TYPES, REWARD_MODES, EnvParams, EnvState, RailRM,
+                                       field_slice, own_features, params_from_instance, relations,
+                                       token_dim, token_fields)
+from jaxrl_suite.envs.rail.instance import INSTANCES
+
+
+def make_rail(instance: Any = "ecml", action_mode: str = "bucket", pad: int | None = None,
+              **overrides: Any):
+  """`pad`: train slots for a named instance (default: its own default, 12 for ecml)."""
+  if isinstance(instance, str):
+    inst = INSTANCES[instance]() if pad is None else INSTANCES[instance](pad=pad)
+  else:
+    inst = instance
+  env = RailRM(inst, action_mode=action_mode)
+  return env, params_from_instance(inst, **overrides)
+
+
+__all__ = ["ACTION_MODES", "N_TYPES", "REWARD_MODES", "EnvParams", "EnvState", "RailRM", "field_slice",
+           "make_rail", "own_features", "params_from_instance", "relations", "token_dim",
+           "token_fields"]
