@@ -23,14 +23,21 @@ Everything is a pure function of arrays (jittable, vmappable over seeds).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from scipy import stats as _st
 
 from jaxrl_suite.core import losses
+from jaxrl_suite.envs.text import goal_house as gh
+from jaxrl_suite.lm import advantages as lm_adv
+from jaxrl_suite.lm import pretrain as lm_pretrain
+from jaxrl_suite.lm import rollout as lm_rollout
+from jaxrl_suite.lm import token_ppo
+from jaxrl_suite.lm import value as lm_value
 
 SOURCE_GROUP, SOURCE_EMA, SOURCE_TASK = 0, 1, 2
 
@@ -184,28 +191,6 @@ def recurrence(count: jax.Array, source: jax.Array, valid: jax.Array) -> dict:
 
 # ---- advantages -------------------------------------------------------------------------------
 
-def returns_to_go(rewards: jax.Array, valid: jax.Array, gamma: float = 1.0) -> jax.Array:
-  """Discounted return from each turn to the episode's end: [B, T] -> [B, T]."""
-  def body(g, x):
-    r, v = x
-    g = jnp.where(v, r + gamma * g, 0.0)
-    return g, g
-  _, out = jax.lax.scan(body, jnp.zeros(rewards.shape[0]),
-                        (rewards.T.astype(jnp.float32), valid.T), reverse=True)
-  return out.T
-
-
-def step_group_advantages(rtg: jax.Array, keys: jax.Array, valid: jax.Array, group_size: int,
-                          eps: float = 1e-6, scale: bool = True) -> jax.Array:
-  """GiGPO-style step advantage: return-to-go normalised over the same-state steps of a group
-  (anchor states); a state seen once gets 0. [B, T] -> [B, T]."""
-  cnt, mu, sd = group_state_stats(rtg, keys, valid, group_size)
-  a = rtg - mu
-  if scale:
-    a = a / (sd + eps)
-  return jnp.where(valid & (cnt >= 2), a, 0.0)
-
-
 def episode_advantages(returns: jax.Array, group_size: int) -> jax.Array:
   """GRPO episode advantage [B] (group-normalised returns), `core.losses.grpo_advantages`."""
   return losses.grpo_advantages(returns.reshape(-1, group_size)).reshape(-1)
@@ -278,3 +263,244 @@ def precision(pred: np.ndarray, label: np.ndarray) -> float:
   pred = np.asarray(pred, bool).ravel()
   label = np.asarray(label, bool).ravel()
   return float(label[pred].mean()) if pred.any() else float("nan")
+
+
+# ---- warm start: behaviour cloning on windows the rollout harness would show ----------------
+
+def truncate_oldest_segments(obs: np.ndarray, obs_len: np.ndarray, act: np.ndarray,
+                             act_len: np.ndarray, valid: np.ndarray, window: int,
+                             max_action_len: int) -> tuple[np.ndarray, np.ndarray]:
+  """Cuts recorded episodes into the context windows `rollout.TruncateOldest(keep_task=False)`
+  shows the policy, so behaviour cloning trains on exactly the contexts RL samples in.
+
+  obs [N, T, O], obs_len [N, T], act [N, T, A], act_len [N, T] (incl. <eoa>), valid [N, T].
+  A turn is obs_t then act_t. Before turn t the window restarts when pos + obs_len_t + A > W,
+  keeping the most recent whole turns that fit in W - A - obs_len_t. Returns rows [M, W] int32
+  and trainable [M, W] bool (the actions written inside the row; copied turns are not trained:
+  they were sampled under another context).
+  """
+  rows, masks = [], []
+  for n in range(obs.shape[0]):
+    toks, train, starts = [], [], []          # the current window and its turn start offsets
+    for t in range(obs.shape[1]):
+      if not valid[n, t]:
+        break
+      o = list(obs[n, t, :obs_len[n, t]])
+      if len(toks) + len(o) + max_action_len > window:
+        budget = window - max_action_len - len(o)
+        keep = next((s for s in starts if len(toks) - s <= budget), len(toks))
+        rows.append(toks)
+        masks.append(train)
+        starts = [s - keep for s in starts if s >= keep]
+        toks, train = toks[keep:], [False] * (len(toks) - keep)
+      starts.append(len(toks))
+      a = list(act[n, t, :act_len[n, t]])
+      toks += o + a
+      train += [False] * len(o) + [True] * len(a)
+    rows.append(toks)
+    masks.append(train)
+  out = np.zeros((len(rows), window), np.int32)
+  m = np.zeros((len(rows), window), bool)
+  for i, (r, k) in enumerate(zip(rows, masks)):
+    out[i, :len(r)] = r
+    m[i, :len(k)] = k
+  return out, m
+
+
+def bc_loss(cfg, params, rows: jax.Array, trainable: jax.Array) -> jax.Array:
+  """Token-mean NLL of the trainable tokens of rows [b, W] (log-probs from
+  `value.policy_and_values`, which aligns each token with the decision that produced it)."""
+  sc = lm_value.policy_and_values(cfg, lm_value.ValueConfig("none"), params, {}, rows)
+  m = trainable.astype(jnp.float32)
+  return -(sc.logp * m).sum() / jnp.maximum(m.sum(), 1.0)
+
+
+def behaviour_clone(cfg, params, rows: jax.Array, trainable: jax.Array, key: jax.Array,
+                    steps: int, batch: int, lr: float, chunk: int = 100,
+                    progress: bool = True, desc: str = "warm-start") -> tuple[Any, np.ndarray]:
+  """`bc_loss` (next-token NLL of the trainable tokens) on minibatches of
+  `rows` [M, W] with AdamW + warmup-cosine. Returns (params, loss per step [steps])."""
+  opt = lm_pretrain.make_optimizer(lr, steps)
+
+  def step(state, k):
+    p, s = state
+    idx = jax.random.randint(k, (batch,), 0, rows.shape[0])
+    loss, g = jax.value_and_grad(
+        lambda q: bc_loss(cfg, q, rows[idx], trainable[idx]))(p)
+    upd, s = opt.update(g, s, p)
+    return (optax.apply_updates(p, upd), s), {"loss": loss}
+
+  (params, _), m = lm_pretrain.run_chunked(step, (params, opt.init(params)), key, steps, chunk,
+                                           desc, progress)
+  return params, np.asarray(m["loss"])
+
+
+def per_turn_mean(x: jax.Array, turn: jax.Array, mask: jax.Array, num_turns: int) -> jax.Array:
+  """Mean of x over the masked tokens of each turn: x, turn, mask [B, K, W] -> [B, H]."""
+  b = x.shape[0]
+  t = jnp.where(mask, turn, num_turns).reshape(b, -1)
+  m = mask.reshape(b, -1).astype(jnp.float32)
+  seg = jax.vmap(lambda v, i: jax.ops.segment_sum(v, i, num_turns + 1))
+  s = seg(x.reshape(b, -1) * m, t)[:, :num_turns]
+  n = seg(m, t)[:, :num_turns]
+  return s / jnp.maximum(n, 1.0)
+
+
+def encode_turn_advantages(ro, adv: jax.Array, keep: jax.Array):
+  """A rollout whose token-GAE advantages (gamma = lam = 1, no critic) equal `adv`.
+
+  adv [B, H] per-turn advantages; keep [B, K, W] bool: tokens that get gradient (80/20 mask,
+  STAPO "only" reading). `token_ppo` computes A_n = sum of the rewards on trainable tokens from
+  n on; putting r_t = adv_t - adv_t' (t' the next turn with kept tokens) on the LAST kept token
+  of turn t telescopes to A_n = adv_t on every kept token of turn t. So every method here is
+  one advantage array plus one mask fed to the shared learner (`token_ppo.make_learner` with
+  advantage "gae", gamma 1, lam 1, ValueConfig("none")): no second update loop.
+  """
+  b, k, w = ro.tokens.shape
+  h = adv.shape[1]
+  tr = ro.trainable & keep
+  flat_tr = tr.reshape(b, -1)
+  t_idx = jnp.where(flat_tr, ro.turn.reshape(b, -1), h)
+  pos = jnp.broadcast_to(jnp.arange(k * w), (b, k * w))
+  last = jax.vmap(lambda p, t: jax.ops.segment_max(jnp.where(t < h, p, -1), t, h + 1))(pos, t_idx)
+  last = jnp.maximum(last[:, :h], -1).astype(jnp.int32)
+  has = last >= 0
+
+  def nxt(carry, x):
+    a_t, has_t = x
+    return jnp.where(has_t, a_t, carry), carry
+  _, a_next = jax.lax.scan(nxt, jnp.zeros((b,), jnp.float32),
+                           (adv.T.astype(jnp.float32), has.T), reverse=True)
+  rewards = jnp.where(has, adv - a_next.T, 0.0)
+  return ro._replace(trainable=tr, rewards=rewards.astype(jnp.float32),
+                     action_end=jnp.where(has, last, -1))
+
+
+# ---- one training iteration of every compared method -----------------------------------------
+
+METHODS = ("grpo", "gigpo", "mask8020", "empg", "stapo", "stapo_only", "stapo_raw")
+
+
+class MethodConfig(NamedTuple):
+  """Knobs of the compared methods (shared learner; only the advantage / mask differ). The
+  method itself is data (an index into METHODS carried in the state), so one compiled program
+  runs every method and vmaps over (method, seed) pairs."""
+  group_size: int = 8
+  step_weight: float = 1.0        # GiGPO step term weight
+  keep_frac: float = 0.2          # 80/20: share of highest-entropy tokens that get gradient
+  empg_k: float = 1.0
+  empg_k_future: float = 1.0
+  empg_zeta: float = 0.1
+  penalty: float = 0.5            # STAPO c
+  outlier_rule: str = "z"
+  outlier_threshold: float = 2.0
+  ema_decay: float = 0.9
+  min_count: int = 2
+
+
+def method_id(name: str) -> int:
+  if name not in METHODS:
+    raise ValueError(f"unknown method {name!r}; expected one of {METHODS}")
+  return METHODS.index(name)
+
+
+def episode_neglect(info: dict, valid: jax.Array) -> dict:
+  """Neglect metrics of a batch: events per 100 steps, share of episodes with >= 1, success."""
+  ev = info["neglect"].any(-1) & valid
+  n = jnp.maximum(valid.sum(), 1)
+  return {"neglect_per100": 100.0 * ev.sum() / n,
+          "neglect_episodes": ev.any(-1).mean(),
+          "success": (info["success"] & valid).any(-1).mean()}
+
+
+def turn_signals(cfg, params, ro, group_size: int, ema: EntropyEMA, min_count: int = 2):
+  """(token entropy [B, K, W], step entropy H [B, H], Normalised) of a rollout under params."""
+  b, k, w = ro.tokens.shape
+  sc = lm_value.policy_and_values(cfg, lm_value.ValueConfig("none"), params, {},
+                                  ro.tokens.reshape(b * k, w))
+  tok_ent = jax.lax.stop_gradient(sc.entropy.reshape(b, k, w))
+  h = per_turn_mean(tok_ent, ro.turn, ro.trainable, ro.rewards.shape[1])
+  norm = normalised_entropy(h, ro.state_key, ro.turn_valid, group_size, ema, min_count)
+  return tok_ent, h, norm
+
+
+def method_advantages(mcfg: MethodConfig, method: jax.Array, ro, tok_ent, h, norm
+                      ) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """(per-turn advantage [B, H], token keep mask [B, K, W], outlier steps [B, H]) of method
+  index `method` (int32 [], into METHODS). Every variant is computed and one is selected: they
+  are tiny next to the rollout, and a traced method index means one compilation for all.
+
+    grpo        A = A_ep (group-normalised return) on every step
+    gigpo       A = A_ep + w A_step (same-state return-to-go groups)
+    mask8020    A = A_ep on the top `keep_frac` highest-entropy tokens only
+    empg        A = g(H_t) A_ep + future-clarity bonus (`empg_modulation`)
+    stapo       outliers o_t = z_t > thr get A_step - c 1[fail]; others keep A_ep
+    stapo_only  the same advantages, and only the outlier steps get gradient
+    stapo_raw   as stapo, outliers chosen by raw entropy z-scores (the normalisation ablation)
+  """
+  g, valid = mcfg.group_size, ro.turn_valid
+  base = jnp.where(valid, episode_advantages(ro.returns, g)[:, None], 0.0)
+  step = lm_adv.step_group_advantages(ro, g)
+  success = (ro.info["success"] & valid).any(-1)
+  ones = jnp.ones(ro.trainable.shape, bool)
+  none = jnp.zeros(valid.shape, bool)
+  out_z = outliers(norm.z, valid, mcfg.outlier_rule, mcfg.outlier_threshold)
+  out_raw = outliers(raw_zscore(h, valid), valid, mcfg.outlier_rule, mcfg.outlier_threshold)
+  a_st, _ = stapo_advantages(base, step, out_z, success, valid, mcfg.penalty, "targeted")
+  a_raw, _ = stapo_advantages(base, step, out_raw, success, valid, mcfg.penalty, "targeted")
+  keep_out = lm_adv.broadcast_turns(ro, out_z.astype(jnp.float32)) > 0
+  variants = {
+      "grpo": (base, ones, none),
+      "gigpo": (base + mcfg.step_weight * step, ones, none),
+      "mask8020": (base, high_entropy_token_mask(tok_ent, ro.trainable, mcfg.keep_frac), none),
+      "empg": (empg_modulation(base, h, valid, mcfg.empg_k, mcfg.empg_k_future,
+                               mcfg.empg_zeta), ones, none),
+      "stapo": (a_st, ones, out_z),
+      "stapo_only": (a_st, keep_out, out_z),
+      "stapo_raw": (a_raw, ones, out_raw),
+  }
+  stacked = [jnp.stack(x) for x in zip(*(variants[m] for m in METHODS))]
+  return tuple(x[method] for x in stacked)
+
+
+def make_train_step(cfg, env, env_params, rcfg, num_envs: int, mcfg: MethodConfig, pcfg):
+  """(init(params, method index) -> carry, step(carry, key) -> (carry, metrics)): the
+  `multi_turn_rollout`, the method's advantages (`method_advantages`), B's token-PPO update
+  (`token_ppo.make_learner`, advantages encoded by `encode_turn_advantages`). Pure; vmap it over
+  (method, seed) pairs. `pcfg` must be a TokenPPOConfig with advantage "gae", gamma 1, lam 1 (checked)."""
+  if (pcfg.advantage, pcfg.gamma, pcfg.lam, pcfg.normalize_advantages) != ("gae", 1.0, 1.0,
+                                                                           False):
+    raise ValueError("make_train_step needs TokenPPOConfig(advantage='gae', gamma=1, lam=1, "
+                     f"normalize_advantages=False), got {pcfg}")
+  vcfg = lm_value.ValueConfig("none")
+  init_l, update = token_ppo.make_learner(cfg, vcfg, pcfg)
+  num_keys = gh.num_state_keys(env_params)
+
+  def init(params, method: jax.Array):
+    return init_l(params, {}, params), init_ema(num_keys), jnp.asarray(method, jnp.int32)
+
+  def step(carry, key):
+    state, ema, method = carry
+    k_ro, k_up = jax.random.split(key)
+    ro = lm_rollout.multi_turn_rollout(cfg, state.params, env, env_params, k_ro, num_envs, rcfg,
+                                       group_size=mcfg.group_size)
+    tok_ent, h, norm = turn_signals(cfg, state.params, ro, mcfg.group_size, ema, mcfg.min_count)
+    ema = update_ema(ema, h, ro.state_key, ro.turn_valid, mcfg.ema_decay)
+    adv, keep, out = method_advantages(mcfg, method, ro, tok_ent, h, norm)
+    state, m = update(state, encode_turn_advantages(ro, adv, keep), k_up)
+    valid = ro.turn_valid
+    lab = ro.info["neglect"].any(-1) & valid
+    n_out = jnp.maximum(out.sum(), 1)
+    metrics = {**episode_neglect(ro.info, valid), "return": ro.returns.mean(),
+               "turns": valid.sum(-1).mean().astype(jnp.float32),
+               "note_rate": ((ro.info["action_index"] == gh.num_actions(env_params) - 1) & valid
+                             ).sum() / jnp.maximum(valid.sum(), 1),
+               "outlier_share": out.sum() / jnp.maximum(valid.sum(), 1),
+               "outlier_precision": (out & lab).sum() / n_out,
+               "kept_tokens": (keep & ro.trainable).sum() / jnp.maximum(ro.trainable.sum(), 1),
+               "segment_overflow": ro.segment_overflow.mean(),
+               **{k: m[k] for k in ("pg_loss", "kl_ref", "entropy", "clip_frac")},
+               **recurrence(norm.count, norm.source, valid)}
+    return (state, ema, method), metrics
+
+  return init, step

@@ -89,24 +89,6 @@ def test_outlier_rules():
     stapo.outliers(s, v, "bogus")
 
 
-def test_step_group_advantages_numpy():
-  rtg = np.array([[1.0, 1.0], [0.0, 0.0], [1.0, 0.0]])
-  keys = np.array([[4, 5], [4, 6], [4, 5]])
-  valid = np.ones((3, 2), bool)
-  a = np.asarray(stapo.step_group_advantages(jnp.asarray(rtg, jnp.float32), jnp.asarray(keys),
-                                             jnp.asarray(valid), 3))
-  g4 = np.array([1.0, 0.0, 1.0]); g5 = np.array([1.0, 0.0])
-  np.testing.assert_allclose(a[:, 0], (g4 - g4.mean()) / (g4.std() + 1e-6), rtol=1e-5)
-  np.testing.assert_allclose(a[[0, 2], 1], (g5 - g5.mean()) / (g5.std() + 1e-6), rtol=1e-5)
-  assert a[1, 1] == 0.0  # key 6 seen once: no anchor group
-
-
-def test_returns_to_go():
-  r = jnp.array([[0.0, 0.0, 1.0, 5.0]])
-  v = jnp.array([[True, True, True, False]])
-  np.testing.assert_allclose(np.asarray(stapo.returns_to_go(r, v, 0.5)), [[0.25, 0.5, 1.0, 0.0]])
-
-
 def test_stapo_advantages_both_readings():
   base = jnp.array([[0.3, 0.3], [-0.3, -0.3]])
   step = jnp.array([[1.0, 2.0], [3.0, 4.0]])

@@ -316,6 +316,10 @@ class GoalHouse(base.TextEnvironment):
   def num_actions(self) -> int:
     return num_actions(self._shape_params)
 
+  def state_key(self, state: EnvState, params: EnvParams) -> jax.Array:
+    """The decision-state key (see `state_key`), used by the rollout for same-state groups."""
+    return state_key(state, params)
+
   def _room_obs(self, prefix, room, p):
     _, c0, _ = _letters(p)
     recs = jnp.arange(p.num_receptacles)
@@ -442,3 +446,40 @@ def expert_action(key: chex.PRNGKey, state: EnvState, p: EnvParams, note_prob: f
 
 def goal_of(state: EnvState) -> jax.Array:
   return jnp.stack([state.goal_obj, state.goal_rec]).astype(jnp.int32)
+
+
+def scripted_episodes(key: chex.PRNGKey, num: int, p: EnvParams, note_prob: float = 0.0,
+                      noise: float = 0.0, env: "GoalHouse | None" = None) -> dict:
+  """`num` episodes of `expert_action` (jittable), per turn t < max_steps:
+
+    obs [N, T, obs_len] / obs_len [N, T]  the observation the action answers (t=0: the task)
+    act [N, T, 5] / act_len [N, T]        the action block and its length including <eoa>
+    valid [N, T], success [N], neglect [N, T, 4]
+  `noise` may be a per-episode array [N] (a mixture of clean and noisy demonstrations).
+  """
+  env = env or GoalHouse(p)
+  noise = jnp.broadcast_to(jnp.asarray(noise, jnp.float32), (num,))
+  k_reset, k_act = jax.random.split(key)
+  obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(k_reset, num), p)
+
+  def one(obs, state, done, k, eps):
+    ka, ks = jax.random.split(k)
+    a = expert_action(ka, state, p, note_prob, eps)
+    toks = action_tokens(a, p, goal_of(state))
+    obs2, state2, r, term, info = env.step_env(ks, state, toks, p)
+    out = dict(obs=obs.tokens, obs_len=obs.length, act=toks,
+               act_len=base.action_length(toks, _T["<eoa>"]) + 1, valid=~done,
+               success=term & ~done, neglect=info["neglect"] & ~done)
+    done2 = done | term | env.is_truncated(state2, p)
+    return obs2, state2, done2, out
+
+  def body(carry, t):
+    obs, state, done = carry
+    ks = jax.vmap(jax.random.fold_in, in_axes=(0, None))(jax.random.split(k_act, num), t)
+    obs, state, done, out = jax.vmap(one)(obs, state, done, ks, noise)
+    return (obs, state, done), out
+
+  _, out = jax.lax.scan(body, (obs, state, jnp.zeros((num,), bool)), jnp.arange(p.max_steps))
+  out = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), out)
+  out["success"] = out["success"].any(1)
+  return out

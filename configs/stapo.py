@@ -1,0 +1,104 @@
+"""STAPO reproduction (normalised entropy finds trajectory-neglect steps; targeted updates).
+
+COMMAND (full; sized for ~30 CPU-minutes alone, 2-4x wall on the shared 2-core box):
+  python -m experiments.stapo
+COMMAND (quick, what the tests run):
+  python -m experiments.stapo --quick
+Writes results/stapo.{json,md,png}; the warm-start checkpoint is cached in --workdir.
+Override any field, e.g. --config.train_steps=60.
+"""
+
+from __future__ import annotations
+
+import ml_collections
+
+from jaxrl_suite.lm import stapo as _stapo
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.seed = 0
+  # GoalHouse-v0 (every field of its EnvParams). Smaller than the spec's 6/8/8 house: on the
+  # shared CPU budget the 8-receptacle house left the warm-started policy at ~2% success (no
+  # RL signal at this budget); 4 rooms / 6 receptacles / 6 objects, 20 actions keeps the claim's
+  # ingredients (goal scrolls out, benign multi-optimal search states) with a trainable start.
+  c.env = ml_collections.ConfigDict(dict(num_rooms=4, num_receptacles=6, num_objects=6,
+                                         max_steps=20, success_reward=1.0, step_reward=0.0))
+  c.model = "xs"                    # lm.model.FAMILY_V2 key
+  c.window = 48                     # W: a typical episode is ~90 tokens, so the goal scrolls out
+  c.max_segments = 10
+  c.temperature = 1.0
+  # warm start: behaviour cloning on scripted expert + noisy demonstrations, cut into the
+  # windows the harness shows (TruncateOldest without the task) -> a "partly trained" policy
+  c.ws_episodes = 3000
+  c.ws_note_prob = 0.3              # the expert restates the goal (<note>) this often
+  c.ws_noisy_share = 0.33           # share of demonstrations with random actions
+  c.ws_noise = 0.2                  # per-step random-action probability in those
+  c.ws_steps = 1500
+  c.ws_batch = 64
+  c.ws_lr = 3e-3
+  # detection before training (the warm-started policy, no updates)
+  c.det_seeds = 5
+  c.det_batches = 3                 # consecutive batches per seed (the EMA carries over)
+  c.det_envs = 128                  # trajectories per batch (det_envs / group_size task groups)
+  # training: every method on identical seeds, budgets and rollout keys
+  c.methods = list(_stapo.METHODS)
+  c.num_seeds = 5
+  c.train_steps = 40
+  c.train_envs = 32                 # trajectories per iteration
+  c.group_size = 8                  # G rollouts per task instance (GRPO / GiGPO / STAPO groups)
+  c.lr = 1e-3
+  c.clip_eps = 0.2
+  c.kl_coef = 0.0
+  c.epochs = 1
+  c.num_minibatches = 1
+  c.step_weight = 1.0
+  c.keep_frac = 0.2
+  c.empg_k = 1.0
+  c.empg_k_future = 1.0
+  c.empg_zeta = 0.1
+  c.penalty = 0.5
+  c.outlier_rule = "z"
+  c.outlier_threshold = 2.0
+  c.ema_decay = 0.9
+  c.min_count = 2
+  c.eval_envs = 128                 # fresh trajectories per (method, seed) after training
+  c.chunk = 10
+  if arg == "quick":
+    c.ws_episodes = 300
+    c.ws_steps = 100
+    c.det_seeds = 2
+    c.det_batches = 2
+    c.det_envs = 16
+    c.methods = ["grpo", "gigpo", "stapo"]
+    c.num_seeds = 2
+    c.train_steps = 2
+    c.train_envs = 16
+    c.eval_envs = 16
+    c.chunk = 2
+  return c
+
+
+def validate(c: ml_collections.ConfigDict) -> None:
+  """Raises ValueError naming the first bad field."""
+  for f in ("window", "max_segments", "ws_episodes", "ws_steps", "ws_batch", "det_seeds",
+            "det_batches", "det_envs", "num_seeds", "train_steps", "train_envs", "group_size",
+            "eval_envs", "chunk", "epochs", "num_minibatches"):
+    if int(c[f]) <= 0:
+      raise ValueError(f"config.{f} must be positive, got {c[f]}")
+  if c.group_size < 2:
+    raise ValueError(f"config.group_size must be >= 2 (groups), got {c.group_size}")
+  for f in ("det_envs", "train_envs", "eval_envs"):
+    if c[f] % c.group_size:
+      raise ValueError(f"config.{f}={c[f]} is not a multiple of group_size={c.group_size}")
+  for m in c.methods:
+    if m not in _stapo.METHODS:
+      raise ValueError(f"config.methods: unknown method {m!r}; known {_stapo.METHODS}")
+  if "grpo" not in c.methods:
+    raise ValueError("config.methods must include 'grpo' (the claims are relative to it)")
+  if not 0.0 < c.keep_frac <= 1.0:
+    raise ValueError(f"config.keep_frac must be in (0, 1], got {c.keep_frac}")
+  if c.outlier_rule not in ("z", "two_sided", "top"):
+    raise ValueError(f"config.outlier_rule must be z, two_sided or top, got {c.outlier_rule!r}")
+  if not 0.0 <= c.ws_noisy_share <= 1.0 or not 0.0 <= c.ws_noise <= 1.0:
+    raise ValueError("config.ws_noisy_share and config.ws_noise must be in [0, 1]")
