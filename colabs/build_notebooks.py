@@ -1,7 +1,12 @@
-r"""Builds colabs/ppo_quickstart.ipynb (run from anywhere: python colabs/build_notebooks.py).
+r"""Builds colabs/ppo_quickstart.ipynb and puts the shared setup cell first in every notebook
+(run from anywhere: python colabs/build_notebooks.py).
 
-The notebook is generated, not hand-edited, so its cells stay reviewable as Python strings here.
-Outputs are not stored: tests/user_path/test_user_path_notebooks.py executes it top to bottom.
+The quickstart is generated, not hand-edited, so its cells stay reviewable as Python strings here.
+Every notebook's first code cell is `SETUP` (see `with_setup`): it imports the checkout the
+notebook sits in (locally, from colabs/ or anywhere inside the clone), else uses an installed
+jaxrl_suite, else (Colab) clones REPO_URL and pip-installs it -- no `pip install -e ..` that only
+works from colabs/ of a clone. Outputs are not stored: tests/user_path/test_user_path_notebooks.py
+executes every notebook top to bottom and checks the setup cell.
 """
 
 from __future__ import annotations
@@ -25,6 +30,63 @@ def _code(text: str, tags: tuple[str, ...] = ()):
   return cell
 
 
+SETUP_TAG = "setup"
+SETUP = r"""
+# Setup: works in a local checkout and in Colab. Locally the checkout this notebook sits in is
+# imported in place; otherwise an installed jaxrl_suite is used; otherwise (Colab) REPO_URL is
+# cloned and installed (the package ships its data, so a plain install is complete).
+REPO_URL = ""   # git URL of jaxrl_suite (or set JAXRL_SUITE_REPO); only needed in Colab
+import importlib, importlib.util, os, subprocess, sys
+
+
+def _find_checkout(start="."):
+  d = os.path.abspath(start)
+  while True:
+    if os.path.isfile(os.path.join(d, "setup.cfg")) and os.path.isdir(os.path.join(d, "jaxrl_suite")):
+      return d
+    if os.path.dirname(d) == d:
+      return None
+    d = os.path.dirname(d)
+
+
+ROOT = _find_checkout()
+if ROOT is not None:
+  sys.path.insert(0, ROOT)
+elif importlib.util.find_spec("jaxrl_suite") is None:
+  url = REPO_URL or os.environ.get("JAXRL_SUITE_REPO", "")
+  if not url:
+    raise RuntimeError("jaxrl_suite is neither installed nor in a checkout around this notebook: "
+                       "set REPO_URL in this cell to its git URL and run it again")
+  ROOT = os.path.abspath("jaxrl_suite")
+  if not os.path.isdir(ROOT):
+    subprocess.run(["git", "clone", "--depth", "1", url, ROOT], check=True)
+  subprocess.run([sys.executable, "-m", "pip", "install", "-q", ROOT], check=True)
+  importlib.invalidate_caches()
+import jaxrl_suite
+print("jaxrl_suite from", os.path.dirname(jaxrl_suite.__file__))
+"""
+
+
+def setup_cell():
+  return _code(SETUP, tags=(SETUP_TAG,))
+
+
+def _is_old_install(cell) -> bool:
+  """The cells the setup cell replaces: `%pip install -e ..` and its 'Install' heading."""
+  if cell.cell_type == "code":
+    return "pip install" in cell.source and "-e .." in cell.source
+  return cell.cell_type == "markdown" and cell.source.startswith("**Install**")
+
+
+def with_setup(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+  """`nb` with the old install cells dropped and SETUP as its first code cell."""
+  cells = [c for c in nb.cells if not _is_old_install(c)
+           and SETUP_TAG not in c.get("metadata", {}).get("tags", [])]
+  first_code = next((i for i, c in enumerate(cells) if c.cell_type == "code"), len(cells))
+  nb.cells = cells[:first_code] + [setup_cell()] + cells[first_code:]
+  return nb
+
+
 def ppo_quickstart() -> nbformat.NotebookNode:
   cells = [
       _md(r"""
@@ -40,14 +102,9 @@ This notebook trains PPO on CartPole-v1 with 4 seeds, plots the learning curve w
 confidence band, then swaps in Acrobot-v1 by changing two lines. It runs on a laptop CPU in
 well under a minute (most of it is XLA compilation); on a GPU raise `total_timesteps`.
 """),
-      _md("**Install** (Colab or a fresh environment; skipped when the notebook runs in CI):"),
+      setup_cell(),
       _code(r"""
-# Run from a clone of the repository (this notebook lives in colabs/):
-%pip install -q -e ..
-""", tags=("skip-execution",)),
-      _code(r"""
-import os, sys, time
-sys.path.insert(0, os.path.abspath(".."))   # the repository root, when run from colabs/
+import os, time
 
 import jax
 import jax.numpy as jnp
@@ -184,13 +241,24 @@ plt.show()
 NOTEBOOKS = {"ppo_quickstart.ipynb": ppo_quickstart}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+  """Writes the generated notebooks; with --setup, also puts SETUP first in the named notebooks
+  (the hand-written ones keep every other cell as it is)."""
+  import sys
+  argv = sys.argv[1:] if argv is None else argv
   for name, build in NOTEBOOKS.items():
     nb = build()
     nbformat.validate(nb)
     path = os.path.join(HERE, name)
     nbformat.write(nb, path)
     print("wrote", path)
+  if argv and argv[0] == "--setup":
+    for name in argv[1:]:
+      path = os.path.join(HERE, name)
+      nb = with_setup(nbformat.read(path, as_version=4))
+      nbformat.validate(nb)
+      nbformat.write(nb, path)
+      print("setup cell in", path)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ Executed with nbclient on the `python3` kernel; jupyter_client starts a kernelsp
 """
 
 import glob
+import importlib.util
 import os
+import subprocess
 import time
 
 import nbformat
@@ -16,6 +18,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 COLABS = os.path.join(REPO_ROOT, "colabs")
 NOTEBOOKS = sorted(glob.glob(os.path.join(COLABS, "*.ipynb")))
 SKIP_TAG = "skip-execution"
+_REAL_RUN, _REAL_FIND_SPEC = subprocess.run, importlib.util.find_spec
 CELL_TIMEOUT_S = 600
 # Notebooks measured to take more than 60 s on the 2-core CI machine (run by `make test-slow`).
 SLOW: set[str] = set()
@@ -54,30 +57,85 @@ def test_notebook_executes(path, monkeypatch):
   print(f"{os.path.basename(path)} ran in {wall:.1f} s")
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[os.path.basename(p) for p in NOTEBOOKS])
-def test_notebook_conventions(path):
-  """Install cells are tagged skip-execution and never pip-install from git; the first code cell
-  puts the repository root on sys.path so the notebook runs from colabs/ without installing."""
-  nb = nbformat.read(path, as_version=4)
-  code = [c for c in nb.cells if c.cell_type == "code"]
-  for c in code:
-    if "pip install" in c.source:
-      assert SKIP_TAG in _tags(c), f"{os.path.basename(path)}: untagged install cell"
-    assert "git+" not in c.source, f"{os.path.basename(path)}: pip install from git"
-  assert any(c.cell_type == "markdown" for c in nb.cells), "no explanation"
-  runnable = [c for c in code if SKIP_TAG not in _tags(c)]
-  assert runnable and "sys.path" in runnable[0].source, \
-      f"{os.path.basename(path)}: first executed cell must add the repo root to sys.path"
-
-
-def test_quickstart_matches_its_generator():
-  """colabs/ppo_quickstart.ipynb is what colabs/build_notebooks.py writes (edit the generator)."""
+def _builder():
   import importlib.util
   spec = importlib.util.spec_from_file_location("build_notebooks",
                                                 os.path.join(COLABS, "build_notebooks.py"))
   mod = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(mod)
-  built = mod.ppo_quickstart()
+  return mod
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[os.path.basename(p) for p in NOTEBOOKS])
+def test_notebook_conventions(path):
+  """The first code cell is the shared setup cell (local checkout or Colab), executed, not
+  skipped; no cell assumes it runs from colabs/ of a clone (`pip install -e ..`) or installs from
+  git with pip."""
+  nb = nbformat.read(path, as_version=4)
+  code = [c for c in nb.cells if c.cell_type == "code"]
+  for c in code:
+    assert "-e .." not in c.source, f"{os.path.basename(path)}: `pip install -e ..` assumes colabs/"
+    assert "git+" not in c.source, f"{os.path.basename(path)}: pip install from git"
+  assert any(c.cell_type == "markdown" for c in nb.cells), "no explanation"
+  first = code[0]
+  assert SKIP_TAG not in _tags(first)
+  assert first.source == _builder().SETUP.strip("\n"), \
+      f"{os.path.basename(path)}: first code cell is not the setup cell (colabs/build_notebooks.py)"
+
+
+def _run_setup(cwd, monkeypatch, installed: bool, repo_url: str = ""):
+  """Executes the setup cell in-process from `cwd`; pip is recorded, not run."""
+  import importlib.util
+  import subprocess
+  calls = []
+  real_run, real_find = _REAL_RUN, _REAL_FIND_SPEC
+
+  def fake_run(cmd, **kw):
+    calls.append(list(cmd))
+    if cmd[0] == "git":
+      return real_run(cmd, **kw)
+    return subprocess.CompletedProcess(cmd, 0)
+
+  monkeypatch.chdir(cwd)
+  monkeypatch.setattr(subprocess, "run", fake_run)
+  monkeypatch.setattr(importlib.util, "find_spec", real_find if installed else (
+      lambda name, *a: None if name == "jaxrl_suite" else real_find(name, *a)))
+  monkeypatch.setenv("JAXRL_SUITE_REPO", repo_url)
+  monkeypatch.setattr("sys.path", list(__import__("sys").path))
+  ns = {}
+  exec(compile(_builder().SETUP, "setup-cell", "exec"), ns)
+  return ns, calls
+
+
+def test_setup_cell_uses_the_checkout_it_sits_in(monkeypatch):
+  ns, calls = _run_setup(COLABS, monkeypatch, installed=False)
+  assert ns["ROOT"] == REPO_ROOT and calls == []
+  ns, calls = _run_setup(os.path.join(REPO_ROOT, "docs"), monkeypatch, installed=False)
+  assert ns["ROOT"] == REPO_ROOT and calls == []
+
+
+def test_setup_cell_in_colab_clones_and_installs(tmp_path, monkeypatch):
+  import shutil
+  if shutil.which("git") is None:
+    pytest.skip("needs git")
+  # Colab: no checkout around /content and no jaxrl_suite installed -> clone REPO_URL, install.
+  ns, calls = _run_setup(tmp_path, monkeypatch, installed=False, repo_url=REPO_ROOT)
+  clone = str(tmp_path / "jaxrl_suite")
+  assert calls[0][:2] == ["git", "clone"] and calls[0][-2:] == [REPO_ROOT, clone]
+  assert calls[1][1:] == ["-m", "pip", "install", "-q", clone]
+  assert os.path.isfile(os.path.join(clone, "setup.cfg"))
+  # Without a URL it says what to do instead of failing somewhere later.
+  (tmp_path / "empty").mkdir()
+  with pytest.raises(RuntimeError, match="set REPO_URL"):
+    _run_setup(str(tmp_path / "empty"), monkeypatch, installed=False)
+  # Installed package (pip install / Colab after setup): used as it is.
+  ns, calls = _run_setup(str(tmp_path / "empty"), monkeypatch, installed=True)
+  assert ns["ROOT"] is None and calls == []
+
+
+def test_quickstart_matches_its_generator():
+  """colabs/ppo_quickstart.ipynb is what colabs/build_notebooks.py writes (edit the generator)."""
+  built = _builder().ppo_quickstart()
   on_disk = nbformat.read(os.path.join(COLABS, "ppo_quickstart.ipynb"), as_version=4)
   assert [(c.cell_type, c.source, _tags(c)) for c in on_disk.cells] == \
       [(c.cell_type, c.source, _tags(c)) for c in built.cells], \
