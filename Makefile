@@ -1,13 +1,14 @@
 # jaxrl_suite: the two quick-start commands and a few helpers.
-#   make reproduce   set up .venv, run every reproduction in quick mode, write results/
-#   make test        set up .venv with test extras, run the test suite
+#   make reproduce   set up .venv, run every reproduction in quick mode, write workdirs/results_quick/
+#                    (results/ holds the committed full-mode results; `make reproduce-full` writes it)
+#   make test        set up .venv with test extras, run the test suite (lint and wheel install too)
 PYTHON ?= python3.11
 VENV ?= .venv
 PY := $(VENV)/bin/python
 export JAX_COMPILATION_CACHE_DIR ?= $(CURDIR)/.jax_cache
 export PYTHONHASHSEED := 0
 
-.PHONY: reproduce reproduce-full test test-slow bench sweep summary notebooks venv clean
+.PHONY: reproduce reproduce-full test test-slow lint wheel bench sweep summary notebooks venv clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=python3 to use another)"; exit 1; }
@@ -30,6 +31,14 @@ test: venv
 test-slow: venv
 	$(PY) -m pytest -q -m slow tests
 
+lint: venv
+	$(VENV)/bin/ruff check .
+
+# A wheel as users get it (package data included); tests/user_path/test_user_path_wheel.py installs
+# one into a fresh venv and makes every environment from outside the checkout.
+wheel: venv
+	$(PY) -m pip wheel -q --no-deps --no-build-isolation -w dist .
+
 bench: venv
 	$(PY) -m experiments.bench_ppo
 
@@ -43,4 +52,4 @@ notebooks: venv
 	$(PY) colabs/build_notebooks.py
 
 clean:
-	rm -rf $(VENV) .jax_cache workdirs .pytest_cache
+	rm -rf $(VENV) .jax_cache workdirs .pytest_cache build dist
