@@ -37,7 +37,7 @@ lint: venv
 # A wheel as users get it (package data included); tests/user_path/test_user_path_wheel.py installs
 # one into a fresh venv and makes every environment from outside the checkout.
 wheel: venv
-	$(PY) -m pip wheel -q --no-deps --no-build-isolation -w dist .
+	$(PY) -m pip wheel -q --no-deps --no-build-isolation -w build/wheels .
 
 bench: venv
 	$(PY) -m experiments.bench_ppo
@@ -52,4 +52,4 @@ notebooks: venv
 	$(PY) colabs/build_notebooks.py
 
 clean:
-	rm -rf $(VENV) .jax_cache workdirs .pytest_cache build dist
+	rm -rf $(VENV) .jax_cache workdirs .pytest_cache build
