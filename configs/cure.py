@@ -4,6 +4,9 @@
 # COMMAND (quick, CI smoke test): .venv/bin/python -m experiments.cure --quick
 # The pretrained captioner, the verifier and the holistic RM are cached in --workdir
 # (default workdirs/cure), keyed by their configs.
+# Budget: sized for a heavily shared 2-core machine (load ~15 during the recorded run): one
+# GRPO step of 5 seeds x 2 scenes x 8 captions took ~8-15 s wall there. 30 GRPO steps per
+# reward is short; the curves in results/cure.md show whether they had flattened.
 """Config for experiments/cure.py."""
 
 import ml_collections
@@ -32,26 +35,26 @@ def get_config(arg=None):
   c.pretrain_batch = 64
   c.pretrain_lr = 3e-3
   # Learned verifier and holistic RM: the SAME label budget and the same architecture / steps.
-  c.label_budget = 2000
+  c.label_budget = 6000      # 2000 gave a verifier at 0.67 held-out accuracy (0.61 majority)
   c.scorer = ml_collections.ConfigDict(dict(d_model=32, num_layers=2, num_heads=2))
-  c.scorer_steps = 600
+  c.scorer_steps = 1500
   c.scorer_batch = 64
   c.scorer_lr = 3e-3
   # GRPO: identical for every reward (steps, prompts, group, lr, KL coefficient, seeds).
   c.rewards = REWARDS
-  c.grpo_steps = 120
-  c.grpo_prompts = 4
+  c.grpo_steps = 30
+  c.grpo_prompts = 2
   c.grpo_group = 8
   c.grpo_lr = 1e-3
   c.grpo_kl = 0.02
-  c.eval_every = 10
-  c.eval_scenes = 128
+  c.eval_every = 5
+  c.eval_scenes = 48
   c.fluency = 0.1          # token-recall's length-free well-formedness bonus
   c.beta = 1.0             # F-beta of the claim reward
   # Verifier-noise sweep: exact verifier with false-reject rate r and false-accept rate eps;
   # predicted hacking threshold eps > 1 - r.
   c.noise_reject = 0.3
-  c.noise_eps_grpo = (0.3, 0.9)
+  c.noise_eps_grpo = (0.9,)   # above the threshold 1 - r = 0.7 (CPU budget: one run)
   c.noise_eps_grid = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
   c.noise_draws = 64
   if c.quick:

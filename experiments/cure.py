@@ -376,8 +376,9 @@ def verdicts(config, runs, noise, steps):
                      if v_["above_threshold"])
   clean_below = all(v_["false_claims_change"][1] <= 0 for v_ in ngrpo.values()
                     if not v_["above_threshold"])
-  v = ("reproduced" if agree and hacked_above and clean_below and ngrpo else
-       "partly reproduced" if agree else "not reproduced")
+  both_sides = ({v_["above_threshold"] for v_ in ngrpo.values()} == {True, False})
+  v = ("reproduced" if agree and hacked_above and clean_below and both_sides else
+       "partly reproduced" if agree and (hacked_above or not ngrpo) else "not reproduced")
   out.append(results_lib.claim(
       "with false-accept rate eps, an unverifiable claim raises expected precision exactly when "
       "eps exceeds the current (verified) precision; claim rewards get hacked above it",
@@ -388,7 +389,8 @@ def verdicts(config, runs, noise, steps):
                                        for e, v_ in ngrpo.items()), v, None,
       "reproduced iff the measured change agrees with the analytic one at every eps (sign, or "
       "analytic inside the measured CI) and GRPO adds false claims above the threshold and not "
-      "below it."))
+      "below it (GRPO runs on both sides needed; partly reproduced with the analytic check and "
+      f"runs on one side only). GRPO eps values run: {sorted(ngrpo)}."))
   return out, summ, per, ngrpo
 
 

@@ -249,7 +249,7 @@ class SceneCap(base.TextEnvironment):
     true, sal = self.fact_masks(state.scene)
     m = claims_lib.exact_scores(self, action, true, sal)
     obs = base.make_obs(self.render(state.scene), self.prompt_len, self.obs_len)
-    return (obs, state.replace(time=state.time + 1), m["f1"], jnp.bool_(True), jnp.bool_(False),
+    return (obs, state.replace(time=state.time + 1), m["f1"], jnp.bool_(True),
             {"precision": m["precision"], "recall": m["recall"]})
 
   def action_space(self, params=None):

@@ -1,0 +1,139 @@
+r"""Builds colabs/cure.ipynb (python colabs/build_cure_notebook.py): SceneCap, claim rewards and
+why holistic proxies get hacked, in seconds on a CPU (no training; the GRPO study's curves are
+loaded from results/cure.json when it exists)."""
+
+from __future__ import annotations
+
+import os
+
+import nbformat
+from nbformat import v4
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _md(text):
+  return v4.new_markdown_cell(text.strip("\n"))
+
+
+def _code(text, tags=()):
+  cell = v4.new_code_cell(text.strip("\n"))
+  if tags:
+    cell.metadata["tags"] = list(tags)
+  return cell
+
+
+def cure() -> nbformat.NotebookNode:
+  cells = [
+      _md(r"""
+# Claim-level verified rewards vs holistic rewards (SceneCap)
+
+A synthetic "video" (a scene graph over 4 frames) is rendered as tokens; a captioner writes
+claims in the fixed grammar `ENT COLOR SHAPE ACT FRAME ;`, so every caption decomposes into
+atomic claims exactly and its true precision / recall / F1 are known. This notebook shows the
+environment, the rewards, and why the holistic proxies are hackable while the claim-level F1 is
+not (unless the verifier is too noisy). The full GRPO study is `python -m experiments.cure`.
+"""),
+      _code(r"""
+%pip install -q -e ..
+""", tags=("skip-execution",)),
+      _code(r"""
+import os, sys, json
+sys.path.insert(0, os.path.abspath(".."))
+import jax, jax.numpy as jnp, numpy as np
+import matplotlib.pyplot as plt
+from jaxrl_suite.envs.text import scene_cap as sc
+from jaxrl_suite.lm import claims, reward_models as rmod, tokenizer
+V = tokenizer.V2
+env, params = sc.make_scene_cap()
+scene = env.sample_scene(jax.random.PRNGKey(4), params)
+print("prompt   ", V.decode(env.render(scene), strip_pad=True))
+ref = env.reference_caption(scene)
+print("reference", V.decode(ref, strip_pad=True))
+"""),
+      _md(r"""
+## Hacking a caption by enumeration
+
+Fill the free claim slots with plausible events that did not happen. Token recall and the QA
+utility never go down (they pay for coverage and answers); the exact F1 and the claim-level
+F1 (exact verifier here) go down with every false claim.
+"""),
+      _code(r"""
+true, sal = env.fact_masks(scene)
+x = env.pack(scene)
+n = int(claims.exact_scores(env, ref, true, sal)["claims"])
+rows, cap = [], ref
+cl = ref[:env.K * 6].reshape(env.K, 6)
+rng = np.random.default_rng(0)
+for extra in range(env.K - n + 1):
+  if extra:
+    e = int(rng.integers(0, int(scene.present.sum())))
+    cl = cl.at[n + extra - 1].set(env.claim_tokens(jnp.int32(e), scene.color[e], scene.shape[e],
+                                                   jnp.int32(rng.integers(0, env.A)),
+                                                   jnp.int32(rng.integers(0, env.F))))
+    cap = env.caption_from_claims(cl, jnp.arange(env.K) < n + extra)
+  ex = claims.exact_scores(env, cap, true, sal)
+  rows.append((extra, float(rmod.token_recall(env, x, cap)), float(rmod.qa_utility(env, x, cap)),
+               float(ex["f1"])))
+  print(f"+{extra} claims  token-recall {rows[-1][1]:.3f}  QA {rows[-1][2]:.3f}  "
+        f"exact F1 {rows[-1][3]:.3f}   {V.decode(cap, strip_pad=True)}")
+r = np.array(rows)
+plt.figure(figsize=(5, 3))
+for j, name in ((1, "token recall"), (2, "QA utility"), (3, "exact F1")):
+  plt.plot(r[:, 0], r[:, j], marker="o", label=name)
+plt.xlabel("appended claims (may be false)"); plt.legend(); plt.show()
+"""),
+      _md(r"""
+## The verifier-noise threshold
+
+With false-accept rate eps, one unverifiable claim moves expected precision from k/n to
+(k + eps)/(n + 1): it pays exactly when eps > k/n. With a false-reject rate r, E[k/n] =
+P(1-r) + (1-P) eps, so the threshold is eps > 1 - r for any true precision P.
+"""),
+      _code(r"""
+eps = np.linspace(0, 1, 21)
+for k, n in ((3, 4), (2, 4), (1, 4)):
+  plt.plot(eps, claims.unverifiable_claim_gain(k, n, eps), label=f"k/n = {k}/{n}")
+plt.axhline(0, color="grey", lw=0.5); plt.xlabel("false-accept rate eps")
+plt.ylabel("E[change of precision]"); plt.legend(); plt.show()
+"""),
+      _md(r"""
+## The GRPO study (from `results/cure.json`, if it has been run)
+
+True F1 under each training reward vs GRPO step (mean over seeds).
+"""),
+      _code(r"""
+path = os.path.join("..", "results", "cure.json")
+if os.path.exists(path):
+  rec = json.load(open(path))
+  steps = rec["steps"]
+  plt.figure(figsize=(6, 3.5))
+  for name, run in rec["runs"].items():
+    plt.plot(steps, np.mean(run["curves"]["f1"], 0), marker=".", label=name)
+  plt.xlabel("GRPO step"); plt.ylabel("true F1"); plt.legend(fontsize=7); plt.show()
+  for c in rec["claims"]:
+    print(c["verdict"].upper(), "-", c["claim"], "\n   ", c["ours"])
+else:
+  print("run `python -m experiments.cure` first")
+"""),
+  ]
+  for i, cell in enumerate(cells):
+    cell["id"] = f"cell-{i:02d}"
+  nb = v4.new_notebook(cells=cells)
+  nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                               "language": "python"}
+  nb.metadata["language_info"] = {"name": "python"}
+  nb.metadata["colab"] = {"name": "cure.ipynb", "provenance": []}
+  return nb
+
+
+def main() -> None:
+  nb = cure()
+  nbformat.validate(nb)
+  path = os.path.join(HERE, "cure.ipynb")
+  nbformat.write(nb, path)
+  print("wrote", path)
+
+
+if __name__ == "__main__":
+  main()
