@@ -19,8 +19,7 @@
 
 import ml_collections
 
-from jaxrl_suite.envs.ballast import agent as _agent
-from jaxrl_suite.envs.ballast import agent_v2 as _agent_v2
+from jaxrl_suite.agents import ballast as _agent
 
 
 def get_config(arg=None):
@@ -38,16 +37,18 @@ def get_config(arg=None):
                                          # (same n_episodes keys; also -> results/ballast_dt_sweep.*)
   c.n_boot = 2000
   c.sweep_only = False                   # run only the dt sweep -> results/ballast_dt_sweep.*
+  # RL agents train through the one on-policy learner (algos/on_policy.py) with
+  # config.agent = "ballast_v1" / "ballast_v2" (agents/ballast.py, agents/ballast_v2.py).
   # RL agent (PPO + route scorer + diagnosis head with aux BCE on privileged clog labels);
   # evaluated greedy and sampled, headline mode chosen on separate selection episodes
-  c.rl = _agent.default_config()
+  c.rl = _agent.default_config("v1")
   c.rl.total_timesteps = 200_000       # per seed
   c.rl_seeds = 3                         # PPO seeds, vmapped in one jit
   # v2 (stability target, two pumps): PPO pump-pair agent vs greedy controllers with true
   # (oracle-v2) and believed (replan-v2) conductances, on the same paired episodes
   c.v2 = True
   c.v2_episodes = 1000
-  c.rl_v2 = _agent_v2.default_config()
+  c.rl_v2 = _agent.default_config("v2")
   c.rl_v2.total_timesteps = 200_000      # per seed
   c.rl_v2_seeds = 3                      # vmapped in one jit
   if c.quick:

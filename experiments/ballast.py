@@ -36,9 +36,10 @@ from ml_collections import config_flags
 from tqdm import tqdm
 
 from experiments import cli
+from jaxrl_suite.agents import ballast as A
+from jaxrl_suite.agents import ballast_v2 as A2
+from jaxrl_suite.algos import ppo
 from jaxrl_suite.core import results, stats
-from jaxrl_suite.envs.ballast import agent as A
-from jaxrl_suite.envs.ballast import agent_v2 as A2
 from jaxrl_suite.envs.ballast import baselines as B
 from jaxrl_suite.envs.ballast import make_ballast
 from jaxrl_suite.envs.ballast.diagnosis import diagnosis_metrics
@@ -151,6 +152,23 @@ def _seed_rows(by_mode, sel_steps, ref_steps, blk_sel, c) -> list[dict]:
   return rows
 
 
+# learner metric -> the name this report uses (episode means are 0, not NaN, in rollouts where
+# no episode finished)
+_METRICS = {"episode_return": "returned_episode_returns", "episode_length": "episode_length",
+            "success_rate": "success_rate", "off_top_share": "off_top_share", "entropy": "ent",
+            "aux_loss": "aux", "policy_loss": "pg", "value_loss": "vf", "episodes": "episodes"}
+
+
+def _train(rl_config, env, env_params, keys):
+  """PPO with the config's ballast agent through the one learner, seeds vmapped.
+  Returns (params [S, ...], metrics {report name: [S, updates]})."""
+  train = jax.jit(jax.vmap(ppo.make_train(rl_config, env, env_params)))
+  rs, metrics = jax.block_until_ready(train(keys))
+  metrics = jax.device_get(metrics)
+  return rs.train_state.params, {new: np.nan_to_num(np.asarray(metrics[old]))
+                                 for old, new in _METRICS.items()}
+
+
 def _seed_check(params, metrics) -> dict:
   """Evidence that the vmapped seeds are different agents: parameter distance to seed 0, the
   learned residual weight, and the training curve (off-top share: sampled actions that are not
@@ -176,21 +194,20 @@ def _run_v2(c, dt_h, bar) -> dict:
   env2, p2 = make_ballast(layout=c.layout, task="v2", dt_h=dt_h, max_steps_in_episode=c.t_limit,
                           sigma_level=c.sigma_level)
   bar.set_postfix_str("v2-train")
-  train2 = jax.jit(jax.vmap(A2.make_train(c.rl_v2, env2, p2)))
   t_train = time.time()
-  ts2, m2 = jax.block_until_ready(train2(jax.random.split(jax.random.PRNGKey(c.seed + 1),
-                                                          c.rl_v2_seeds)))
+  params2, m2 = _train(c.rl_v2, env2, p2, jax.random.split(jax.random.PRNGKey(c.seed + 1),
+                                                           c.rl_v2_seeds))
   t_train = time.time() - t_train
-  m2 = jax.device_get(m2)
   bar.update()
   bar.set_postfix_str("v2-eval")
   gr2 = A2.make_graph2(p2)
   branches = [(B.v2_greedy_policy, None)]
-  branches += [(A2.make_policy(c.rl_v2.hidden, c.rl_v2.w_init, greedy=g), A2.deviation_flags)
+  branches += [(A2.make_policy(c.rl_v2.ballast.hidden, c.rl_v2.ballast.w_init, greedy=g),
+                A2.deviation_flags)
                for g in (True, False)]
   ev2 = make_switch_evaluate(env2, branches, c.t_limit)
   mode_pid = {"greedy": 1, "sampled": 2}
-  sps = [jax.tree.map(lambda x, s=s: x[s], ts2.params) for s in range(c.rl_v2_seeds)]
+  sps = [jax.tree.map(lambda x, s=s: x[s], params2) for s in range(c.rl_v2_seeds)]
   vp_or, vp_rp = B.make_v2_params(p2, True), B.make_v2_params(p2, False)
 
   def run_ev(vp, sp, pid, keys, reveal=False):
@@ -225,7 +242,7 @@ def _run_v2(c, dt_h, bar) -> dict:
                                              o2["oracle-v2"]["steps"][sel], c.n_boot, c.seed)
   return {"rows": rows, "mode": mode, "train_wall_s": t_train,
           "seeds": _seed_rows(by_mode, sel_steps, o2["replan-v2"]["steps"], blk, c),
-          "seed_check": _seed_check(ts2.params, m2),
+          "seed_check": _seed_check(params2, m2),
           "train_curve": {k: np.asarray(v).tolist() for k, v in m2.items()
                           if k in ("returned_episode_returns", "episode_length", "success_rate",
                                    "off_top_share")}}
@@ -259,24 +276,22 @@ def run(c, quick: bool, workdir: str, layout_path: str | None = None,
   bar = tqdm(stages, desc="ballast", disable=None)
   # ---------------------------------------------------------------- RL agent (seeds vmapped)
   bar.set_postfix_str("rl-train")
-  train = jax.jit(jax.vmap(A.make_train(c.rl, env, p)))
   seeds = jax.random.split(jax.random.PRNGKey(c.seed), c.rl_seeds)
   t_train = time.time()
-  ts, metrics = jax.block_until_ready(train(seeds))
+  rl_params, metrics = _train(c.rl, env, p, seeds)
   t_train = time.time() - t_train
-  metrics = jax.device_get(metrics)
   bar.update()
   # ---------------------------------------------------------------- one evaluator for all
   # Baselines and the RL agent (greedy argmax and sampled actions) are branches of one compiled
   # evaluator (pid selects), and every evaluation uses the same number of keys, so the env is
   # compiled once for v1 on this layout.
-  policy, diagnose = A.make_policy(c.rl.hidden, greedy=True)
-  policy_s, _ = A.make_policy(c.rl.hidden, greedy=False)
+  policy, diagnose = A.make_policy(c.rl.ballast.hidden, greedy=True)
+  policy_s, _ = A.make_policy(c.rl.ballast.hidden, greedy=False)
   graph = A.make_graph(p)
   ev = make_baseline_evaluate(env, c.t_limit, extra=[(policy, diagnose, A.deviation_flags),
                                                      (policy_s, diagnose, A.deviation_flags)])
   mode_pid = {"greedy": len(B.BASELINES), "sampled": len(B.BASELINES) + 1}
-  seed_params = [jax.tree.map(lambda x, s=s: x[s], ts.params) for s in range(c.rl_seeds)]
+  seed_params = [jax.tree.map(lambda x, s=s: x[s], rl_params) for s in range(c.rl_seeds)]
   xps = [((sp, graph), (sp, graph)) for sp in seed_params]
   xp0 = xps[0]
   for name in c.baselines:
@@ -303,7 +318,7 @@ def run(c, quick: bool, workdir: str, layout_path: str | None = None,
   reg = regime_of(outs["oracle"]["clog"])
   blk_sel = (reg == 1) | (reg == 2)
   rl_seed_rows = _seed_rows(rl_by_mode, sel_steps, outs["replan"]["steps"], blk_sel, c)
-  seed_check = _seed_check(ts.params, metrics)
+  seed_check = _seed_check(rl_params, metrics)
   # why episodes fail: capsize (|heel| > heel_max) or the step limit, per policy and regime
   failures = {name: {rname: {"success": float(o["success"][reg == r].mean()),
                              "capsized": float(o["capsized"][reg == r].mean()),
@@ -616,7 +631,7 @@ def _markdown(c, table, diag, sweep, v2, gen, t_train, rl_seed_rows, failures, m
                f"{m['replan']:.2f} / {m['tabu']:.2f} |")
   if v2 is not None:
     out += ["", "## Task v2 (stability target, two pumps, free tank choice)", "",
-            f"RL-v2: PPO pump-pair agent (agent_v2), {c.rl_v2.total_timesteps} env steps x "
+            f"RL-v2: PPO pump-pair agent (agents/ballast_v2), {c.rl_v2.total_timesteps} env steps x "
             f"{c.rl_v2_seeds} seeds (trained in {v2['train_wall_s']:.0f} s), {v2['mode']} mode "
             "(chosen on selection episodes), per-episode mean over seeds. Steps mean [95% "
             "bootstrap CI] and success; savings vs greedy replan-v2 on the same "

@@ -1,6 +1,7 @@
 r"""Speed benchmark: PPO on gymnax CartPole-v1 with purejaxrl's configuration.
 
   python -m experiments.bench_ppo [--seeds=1,8] [--total_timesteps=500000] [--reps=3]
+      [--agent=mlp]
 
 4 envs x 128 steps, 5e5 timesteps, 4 epochs x 4 minibatches, lr 2.5e-4 annealed, tanh 64-64.
 For each number of vmapped seeds it prints compile time, the best of `--reps` timed runs, env
@@ -30,6 +31,8 @@ from jaxrl_suite.envs import registry
 _SEEDS = flags.DEFINE_list("seeds", ["1", "8"], "Numbers of vmapped seeds to time.")
 _STEPS = flags.DEFINE_integer("total_timesteps", 500_000, "Timesteps per seed.")
 _REPS = flags.DEFINE_integer("reps", 3, "Timed runs per implementation (best one is kept).")
+_AGENT = flags.DEFINE_string("agent", "mlp", "config.agent of our learner (the reference is "
+                             "always purejaxrl's MLP; other agents show their own cost).")
 QUOTED_SPS = {1: 120_000, 8: 148_000}   # purejaxrl on this machine kind, as the issue quotes
 QUOTED_RETURN = 488.0
 
@@ -46,16 +49,17 @@ def _rollout_only(config, env, env_params):
 
   def run(key):
     def one(rs, _):
-      carry, key, traj = rollout.collect(learner.network.apply, rs.train_state.params,
+      carry, key, traj = rollout.collect(learner.agent, rs.train_state.params,
                                          learner.vec_env, rs.env, rs.key, int(config.num_steps))
       return rs.replace(env=carry, key=key), traj.reward.sum()
     return jax.lax.scan(one, learner.init(key), None, learner.num_updates)[1]
   return run
 
 
-def bench(num_seeds: int, total_timesteps: int, reps: int) -> dict:
+def bench(num_seeds: int, total_timesteps: int, reps: int, agent: str = "mlp") -> dict:
   config = ppo.default_config()
   config.total_timesteps = total_timesteps
+  config.agent = agent
   env, env_params = registry.make("CartPole-v1")
   keys = jax.random.split(jax.random.key(42), num_seeds)
   ref_keys = jax.random.split(jax.random.PRNGKey(42), num_seeds)
@@ -89,7 +93,7 @@ def main(argv):
   print(f"{'seeds':>5} {'compile s':>9} {'run s':>6} {'steps/s':>8} {'ref steps/s':>11} "
         f"{'vs ref':>6} {'vs quoted':>9} {'rollout':>7} {'return':>6} {'min':>5} {'ref ret':>7}")
   for n in [int(s) for s in _SEEDS.value]:
-    r = bench(n, _STEPS.value, _REPS.value)
+    r = bench(n, _STEPS.value, _REPS.value, _AGENT.value)
     quoted = QUOTED_SPS.get(n)
     vs_quoted = f"{r['sps'] / quoted:.2f}x" if quoted else "-"
     print(f"{n:>5} {r['compile_s']:>9.1f} {r['run_s']:>6.2f} {r['sps']:>8.0f} "

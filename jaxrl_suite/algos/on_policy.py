@@ -1,4 +1,17 @@
-"""The shared skeleton of our on-policy learners (PPO, REINFORCE), purejaxrl-style.
+"""The one on-policy learner (PPO, REINFORCE) for every agent, purejaxrl-style.
+
+Usage (any agent, single- or multi-agent environment):
+
+    from jaxrl_suite.algos import ppo
+    config = ppo.default_config()
+    config.agent = "entities"                   # "mlp" | "gru" | "entities" | "ballast_v1" | ...
+    config.entities.num_heads = 4               # the agent's own validated sub-config
+    config.multi_agent = "mappo"                # env.num_agents > 1: "ippo" | "mappo"
+    learner = ppo.make_learner(config, env, env_params)     # or agent=my_agents.Agent(...)
+    rs, metrics = jax.jit(jax.vmap(learner.train))(jax.random.split(key, 8))
+    # a custom policy: agents.Agent(init, initial_carry, act, evaluate, value[, label, ...])
+    # (see algos/agent.py); a multi-agent env sets `num_agents`, returns obs [N, ...] and
+    # rewards [N] per env, and may define `agent_mask(state, params) -> bool[N]`.
 
 A learner is a set of pure functions over a `RunnerState` pytree:
 
@@ -8,7 +21,17 @@ A learner is a set of pure functions over a `RunnerState` pytree:
   train(key)                     -> (RunnerState, metrics)     run(init(key), num_updates)
 
 `train` jits end to end and vmaps over seeds. `update` is what `core.distributed` shards and what
-the checkpointing host loop calls in chunks. The algorithm only supplies its loss.
+the checkpointing host loop calls in chunks. The algorithm only supplies its loss, over the
+agent's `Eval` (log-prob, entropy, value of the recorded actions under new parameters):
+
+  rollout (agent.act, T steps x B rows) -> GAE per row -> update_epochs x num_minibatches of
+  grad(loss_fn(agent.evaluate(...)) + aux_coef * aux_loss)
+
+Feed-forward agents minibatch shuffled single steps; recurrent agents minibatch whole env
+sequences (rows), re-running their core from the carry stored at the start of the rollout.
+Multi-agent rows are envs x agents: shared parameters, per-agent rewards and advantages (IPPO);
+MAPPO's agents see every agent's observation in the critic. Rows of dead agents
+(`agent_mask` False) are weighted out of every mean.
 """
 
 from __future__ import annotations
@@ -23,8 +46,8 @@ import optax
 from flax.training.train_state import TrainState
 
 from jaxrl_suite.algos import rollout
+from jaxrl_suite.algos.agent import Agent, Eval
 from jaxrl_suite.core.gae import gae
-from jaxrl_suite.core.networks import ActorCritic, apply_action_mask
 
 
 @struct.dataclass
@@ -36,23 +59,24 @@ class RunnerState:
 
 
 class Batch(NamedTuple):
-  traj: rollout.Transition   # leaves [..., E-or-N, ...]; only the fields a loss reads
+  traj: rollout.Transition   # leaves [N, ...] or [T, B_mb, ...]; only the fields a loss reads
   advantages: jax.Array
   targets: jax.Array
 
 
-def loss_view(traj: rollout.Transition) -> rollout.Transition:
-  """The fields a loss reads (obs, action, log_prob, value, mask); the rest become None.
+def loss_view(traj: rollout.Transition, recurrent: bool) -> rollout.Transition:
+  """The fields `evaluate` and the losses read; the rest become None / {}.
 
   Minibatch epochs gather every leaf of the batch once per epoch, so dropping what no loss
   uses (final_obs, rewards, episode bookkeeping) removes work from the hottest loop.
   """
-  return traj.replace(reward=None, final_obs=None, terminated=None, done=None,
-                      episode_return=None, episode_done=None)
+  return traj.replace(reward=None, final_obs=None, terminated=None, done=None, carry=(),
+                      logs={}, episode_sums={},
+                      done_prev=traj.done_prev if recurrent else None)
 
 
-# loss_fn(params, apply_fn, batch, config) -> (loss, aux metrics dict)
-LossFn = Callable[[Any, Callable, Batch, ml_collections.ConfigDict], tuple[jax.Array, dict]]
+# loss_fn(ev: Eval, batch: Batch, config) -> (loss, aux metrics dict)
+LossFn = Callable[[Eval, Batch, ml_collections.ConfigDict], tuple[jax.Array, dict]]
 
 
 class Learner(NamedTuple):
@@ -60,28 +84,41 @@ class Learner(NamedTuple):
   update: Callable
   run: Callable
   train: Callable
-  policy: Callable
-  network: ActorCritic
+  policy: Callable | None
+  network: Any            # the agent's flax module (inspection, tests)
   vec_env: rollout.VecEnv
   num_updates: int
+  agent: Agent
 
 
 def num_updates(config) -> int:
   return int(config.total_timesteps) // (int(config.num_steps) * int(config.num_envs))
 
 
-def make_learner(config: ml_collections.ConfigDict, env, env_params, loss_fn: LossFn) -> Learner:
-  """Builds the pure functions of an on-policy actor-critic learner.
+def make_learner(config: ml_collections.ConfigDict, env, env_params, loss_fn: LossFn,
+                 agent: Agent | None = None) -> Learner:
+  """Builds the pure functions of an on-policy learner for `agent` (default: the one
+  `config.agent` names, built by `jaxrl_suite.agents.make`).
 
   `config.update_epochs` passes over each rollout, split into `config.num_minibatches`.
   """
+  from jaxrl_suite import agents  # agents import algos.agent: a cycle at import time
   update_epochs, num_minibatches = int(config.update_epochs), int(config.num_minibatches)
-  vec = rollout.VecEnv(env, env_params, int(config.num_envs))
-  network = ActorCritic(vec.num_actions, tuple(config.hidden_sizes), config.activation)
+  vec = rollout.VecEnv(env, env_params, int(config.num_envs),
+                       centralised=config.get("multi_agent", "ippo") == "mappo")
+  if agent is None:
+    agent = agents.make(config, vec)
   n_updates = num_updates(config)
-  batch_size = int(config.num_steps) * int(config.num_envs)
-  mb_size = batch_size // num_minibatches
+  num_steps = int(config.num_steps)
+  rows = vec.num_rows
+  batch_size = num_steps * rows
+  if agent.recurrent and rows % num_minibatches:
+    raise ValueError(f"config.num_minibatches={num_minibatches} must divide the number of env "
+                     f"sequences num_envs*num_agents={rows} (a recurrent agent minibatches "
+                     f"whole sequences)")
   grad_steps_per_update = update_epochs * num_minibatches
+  episode_info = tuple(config.get("episode_info", ()))
+  aux_coef = float(config.get("aux_coef", 0.0))
 
   def lr_schedule(count):
     if not config.anneal_lr:
@@ -89,47 +126,73 @@ def make_learner(config: ml_collections.ConfigDict, env, env_params, loss_fn: Lo
     frac = 1.0 - (count // grad_steps_per_update) / max(n_updates, 1)
     return config.lr * jnp.maximum(frac, 0.0)  # no tiny negative rate from rounding
 
+  opt = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
+                    optax.adam(learning_rate=lr_schedule, eps=1e-5))
   # optax.flatten runs clipping and Adam on one concatenated vector: a handful of fused kernels
   # per gradient step instead of a few per parameter leaf (the update is launch-bound on CPU).
-  tx = optax.flatten(optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
-                                 optax.adam(learning_rate=lr_schedule, eps=1e-5)))
+  tx = optax.flatten(opt) if config.get("flat_optimizer", True) else opt
 
   def init(key) -> RunnerState:
     key, k_net, k_env = jax.random.split(key, 3)
-    params = network.init(k_net, jnp.zeros((1, vec.obs_dim), jnp.float32))
-    ts = TrainState.create(apply_fn=network.apply, params=params, tx=tx)
+    env_carry = vec.reset(k_env, agent)
+    params = agent.init(k_net, vec.view(env_carry.obs))
+    ts = TrainState.create(apply_fn=None, params=params, tx=tx)
     ts = ts.replace(step=jnp.zeros((), jnp.int32))  # an array, so checkpoints keep its type
-    return RunnerState(ts, vec.reset(k_env), key, jnp.zeros((), jnp.int32))
+    return RunnerState(ts, env_carry, key, jnp.zeros((), jnp.int32))
+
+  def total_loss(params, carry0, mb: Batch):
+    ev = agent.evaluate(params, carry0, mb.traj)
+    loss, aux = loss_fn(ev, mb, config)
+    if agent.label is not None:  # the agent has an auxiliary loss on privileged labels
+      loss = loss + aux_coef * ev.aux_loss
+      aux = dict(aux, aux_loss=ev.aux_loss, loss=loss)
+    return loss, aux
+
+  def minibatches(key, batch: Batch, carry0):
+    """Shuffled minibatches [num_minibatches, ...]: of steps, or of whole sequences."""
+    if agent.recurrent:
+      perm = jax.random.permutation(key, rows)
+      split = lambda x, ax: jnp.moveaxis(
+          jnp.take(x, perm, axis=ax).reshape(x.shape[:ax] + (num_minibatches, -1)
+                                             + x.shape[ax + 1:]), ax, 0)
+      return (jax.tree.map(lambda x: split(x, 1), batch),
+              jax.tree.map(lambda x: split(x, 0), carry0))
+    flat = jax.tree.map(lambda x: x.reshape((batch_size,) + x.shape[2:]), batch)
+    perm = jax.random.permutation(key, batch_size)
+    mb_size = batch_size // num_minibatches
+    mbs = jax.tree.map(lambda x: x[perm].reshape((num_minibatches, mb_size) + x.shape[1:]),
+                       flat)
+    return mbs, ()
 
   def update(rs: RunnerState):
     ts = rs.train_state
-    env_carry, key, traj = rollout.collect(network.apply, ts.params, vec, rs.env, rs.key,
-                                           int(config.num_steps))
-    next_v = rollout.next_values(network.apply, ts.params, traj, env_carry.obs)
+    carry0 = rs.env.agent_carry
+    env_carry, key, traj = rollout.collect(agent, ts.params, vec, rs.env, rs.key, num_steps,
+                                           episode_info)
+    next_v = rollout.next_values(agent, ts.params, vec, traj, env_carry)
     advantages, targets = gae(traj.reward, traj.value, next_v, traj.terminated, traj.done,
                               config.gamma, config.gae_lambda)
-    flat = jax.tree.map(lambda x: x.reshape((batch_size,) + x.shape[2:]),
-                        Batch(loss_view(traj), advantages, targets))
+    batch = Batch(loss_view(traj, agent.recurrent), advantages, targets)
 
     def epoch(carry, _):
       ts, key = carry
       key, k_perm = jax.random.split(key)
-      perm = jax.random.permutation(k_perm, batch_size)
-      mbs = jax.tree.map(lambda x: x[perm].reshape((num_minibatches, mb_size) + x.shape[1:]),
-                         flat)
+      mbs, c0 = minibatches(k_perm, batch, carry0)
 
-      def minibatch(ts, mb):
-        grads, aux = jax.grad(loss_fn, has_aux=True)(ts.params, network.apply, mb, config)
+      def minibatch(ts, inp):
+        mb, c = inp
+        grads, aux = jax.grad(total_loss, has_aux=True)(ts.params, c, mb)
         return ts.apply_gradients(grads=grads), aux
 
-      ts, aux = jax.lax.scan(minibatch, ts, mbs)
+      ts, aux = jax.lax.scan(minibatch, ts, (mbs, c0))
       return (ts, key), aux
 
     (ts, key), aux = jax.lax.scan(epoch, (ts, key), None, update_epochs)
     metrics = {k: jnp.mean(v) for k, v in aux.items()}
     metrics.update(rollout.episode_stats(traj))
-    metrics["returned_episode_returns"] = jnp.mean(
-        env_carry.env_state.returned_episode_returns)
+    for k, v in traj.logs.items():
+      metrics[k] = jnp.sum(v.astype(jnp.float32)) / v.size
+    metrics["returned_episode_returns"] = jnp.mean(env_carry.returned_episode_returns)
     metrics["learning_rate"] = jnp.asarray(lr_schedule(ts.step), jnp.float32)
     return RunnerState(ts, env_carry, key, rs.update_step + 1), metrics
 
@@ -139,37 +202,33 @@ def make_learner(config: ml_collections.ConfigDict, env, env_params, loss_fn: Lo
   def train(key):
     return run(init(key), n_updates)
 
-  def policy(params, obs, key, mask=None, greedy: bool = False):
-    """Learned policy with the heuristic-policy signature: obs [..., D] -> action [...]."""
-    logits, _ = network.apply(params, obs.reshape(obs.shape[:-1] + (-1,)).astype(jnp.float32))
-    logits = apply_action_mask(logits, mask)
-    return jnp.argmax(logits, -1) if greedy else jax.random.categorical(key, logits)
-
-  return Learner(init, update, run, train, policy, network, vec, n_updates)
+  return Learner(init, update, run, train, agent.policy, agent.module, vec, n_updates, agent)
 
 
 def entry_points(loss_fn: LossFn):
   """`(make_learner, make_train, make_policy)` of the learner whose loss is `loss_fn`.
 
-  Each takes `(config, env, env_params)`: `make_learner` returns the `Learner`, `make_train` its
-  pure `train(key) -> (runner_state, metrics)`, `make_policy` its
-  `policy(params, obs, key, mask=None, greedy=False) -> action`.
+  Each takes `(config, env, env_params, agent=None)`: `make_learner` returns the `Learner`,
+  `make_train` its pure `train(key) -> (runner_state, metrics)`, `make_policy` its
+  `policy(params, obs, key, mask=None, greedy=False) -> action` (feed-forward agents).
   """
-  def learner(config, env, env_params) -> Learner:
-    return make_learner(config, env, env_params, loss_fn)
+  def learner(config, env, env_params, agent: Agent | None = None) -> Learner:
+    return make_learner(config, env, env_params, loss_fn, agent)
 
-  def train(config, env, env_params):
-    return learner(config, env, env_params).train
+  def train(config, env, env_params, agent: Agent | None = None):
+    return learner(config, env, env_params, agent).train
 
-  def policy(config, env, env_params):
-    return learner(config, env, env_params).policy
+  def policy(config, env, env_params, agent: Agent | None = None):
+    return learner(config, env, env_params, agent).policy
 
   return learner, train, policy
 
 
 def base_config() -> ml_collections.ConfigDict:
-  """Fields shared by every on-policy learner (purejaxrl's CartPole defaults)."""
-  return ml_collections.ConfigDict(dict(
+  """Fields shared by every on-policy learner (purejaxrl's CartPole defaults) and the agents'
+  sub-configs (`jaxrl_suite.agents.default_configs`)."""
+  from jaxrl_suite import agents
+  config = ml_collections.ConfigDict(dict(
       env_name="CartPole-v1",
       env_kwargs={},
       num_envs=4,
@@ -185,23 +244,58 @@ def base_config() -> ml_collections.ConfigDict:
       hidden_sizes=(64, 64),
       activation="tanh",
       normalize_advantages=True,
+      flat_optimizer=True,     # optax.flatten (faster on CPU); False: per-leaf clip + Adam
+      aux_coef=0.0,            # weight of an agent's auxiliary loss (agents with `label`)
+      episode_info=(),         # info fields averaged over finished episodes (`<k>_rate`)
+      agent="mlp",
+      multi_agent="ippo",      # for envs with num_agents > 1: "ippo" | "mappo"
       seed=0,
       num_seeds=1,
   ))
+  config.update(agents.default_configs())
+  return config
 
 
-def normalize(adv: jax.Array, enabled: bool) -> jax.Array:
+def weighted_mean(x: jax.Array, weight: jax.Array | None) -> jax.Array:
+  """mean(x) or sum(w x) / sum(w) (live rows only)."""
+  if weight is None:
+    return jnp.mean(x)
+  return jnp.sum(x * weight) / jnp.maximum(jnp.sum(weight), 1.0)
+
+
+def normalize(adv: jax.Array, enabled: bool, weight: jax.Array | None = None) -> jax.Array:
+  """(A - mean) / (std + 1e-8) over the minibatch (over live rows when weighted)."""
   if not enabled:
     return adv
-  return (adv - adv.mean()) / (adv.std() + 1e-8)
+  if weight is None:
+    return (adv - adv.mean()) / (adv.std() + 1e-8)
+  m = weighted_mean(adv, weight)
+  return (adv - m) / (jnp.sqrt(weighted_mean(jnp.square(adv - m), weight)) + 1e-8)
+
+
+def live_rows(weight: jax.Array | None, advantages, values, old_values, targets):
+  """Masks dead rows out of mean-based losses: their advantage becomes 0 and their value
+  predictions equal the target (zero loss, zero gradient); `scale` = N / #live turns the means
+  over all rows into means over live rows. Identity (scale None) without weights."""
+  if weight is None:
+    return advantages, values, old_values, None
+  live = weight > 0
+  scale = weight.size / jnp.maximum(jnp.sum(weight), 1.0)
+  return (advantages * weight, jnp.where(live, values, targets),
+          jnp.where(live, old_values, targets), scale)
+
+
+def rescale(x: jax.Array, scale) -> jax.Array:
+  return x if scale is None else x * scale
 
 
 def validate(config: ml_collections.ConfigDict) -> None:
-  """Checks a learner config before anything is compiled.
+  """Checks a learner config (and its agent's sub-config) before anything is compiled.
 
   Raises:
     ValueError: naming the first bad field and what would be valid.
   """
+  from jaxrl_suite import agents
   from jaxrl_suite.core.networks import _ACTIVATIONS
   from jaxrl_suite.envs import registry
 
@@ -228,6 +322,8 @@ def validate(config: ml_collections.ConfigDict) -> None:
   for name in ("vf_coef", "ent_coef"):
     if config[name] < 0:
       raise ValueError(f"config.{name} must be >= 0, got {config[name]!r}")
+  if config.get("aux_coef", 0.0) < 0:
+    raise ValueError(f"config.aux_coef must be >= 0, got {config.aux_coef!r}")
   if "clip_eps" in config and not config.clip_eps > 0:
     raise ValueError(f"config.clip_eps must be > 0, got {config.clip_eps!r}")
   if any((not isinstance(h, int)) or h <= 0 for h in config.hidden_sizes):
@@ -235,6 +331,11 @@ def validate(config: ml_collections.ConfigDict) -> None:
   if config.activation not in _ACTIVATIONS:
     raise ValueError(f"config.activation must be one of {sorted(_ACTIVATIONS)}, "
                      f"got {config.activation!r}")
+  if config.get("multi_agent", "ippo") not in ("ippo", "mappo"):
+    raise ValueError(f"config.multi_agent must be 'ippo' or 'mappo', got {config.multi_agent!r}")
+  if any(not isinstance(k, str) for k in config.get("episode_info", ())):
+    raise ValueError(f"config.episode_info must be info field names, got {config.episode_info!r}")
+  agents.validate(config)
   if not registry.is_registered(config.env_name):
     raise ValueError(f"config.env_name {config.env_name!r} is not a registered environment; "
                      f"valid names: {', '.join(registry.registered_names())}")

@@ -3,7 +3,8 @@
     train = make_train(config, env, env_params)      # pure: key -> (runner_state, metrics)
     out = jax.jit(jax.vmap(train))(jax.random.split(key, 8))   # 8 seeds at once
 
-Loss per minibatch: ppo_clip_loss + vf_coef * clipped_value_loss - ent_coef * entropy, with
+Loss per minibatch (any agent; `ev` = its log-prob, entropy and value of the recorded actions):
+ppo_clip_loss + vf_coef * clipped_value_loss - ent_coef * entropy, with
 per-minibatch advantage normalisation; Adam with global-norm gradient clipping and a linearly
 annealed learning rate.
 """
@@ -15,7 +16,7 @@ import ml_collections
 
 from jaxrl_suite.algos import on_policy
 from jaxrl_suite.core import losses
-from jaxrl_suite.core.networks import apply_action_mask
+from jaxrl_suite.algos.agent import Eval
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -27,20 +28,24 @@ def default_config() -> ml_collections.ConfigDict:
   return config
 
 
-def ppo_loss(params, apply_fn, batch: on_policy.Batch, config):
+def ppo_loss(ev: Eval, batch: on_policy.Batch, config):
+  """ev: the agent's log-prob / entropy / value of the recorded actions under new params."""
   traj = batch.traj
-  logits, values = apply_fn(params, traj.obs)
-  logits = apply_action_mask(logits, traj.mask)
-  log_prob = losses.categorical_log_prob(logits, traj.action)
-  adv = on_policy.normalize(batch.advantages, config.normalize_advantages)
-  pg = losses.ppo_clip_loss(log_prob, traj.log_prob, adv, config.clip_eps)
-  vf = losses.clipped_value_loss(values, traj.value, batch.targets, config.clip_eps)
-  ent = jnp.mean(losses.categorical_entropy(logits))
+  w = traj.weight
+  adv = on_policy.normalize(batch.advantages, config.normalize_advantages, w)
+  adv, values, old_values, scale = on_policy.live_rows(w, adv, ev.value, traj.value,
+                                                       batch.targets)
+  pg = on_policy.rescale(losses.ppo_clip_loss(ev.log_prob, traj.log_prob, adv, config.clip_eps),
+                         scale)
+  vf = on_policy.rescale(losses.clipped_value_loss(values, old_values, batch.targets,
+                                                   config.clip_eps), scale)
+  ent = on_policy.weighted_mean(ev.entropy, w)
   total = pg + config.vf_coef * vf - config.ent_coef * ent
-  log_ratio = log_prob - traj.log_prob
+  log_ratio = ev.log_prob - traj.log_prob
   aux = {"loss": total, "policy_loss": pg, "value_loss": vf, "entropy": ent,
-         "approx_kl": jnp.mean(jnp.exp(log_ratio) - 1 - log_ratio),
-         "clip_frac": jnp.mean(jnp.abs(jnp.exp(log_ratio) - 1) > config.clip_eps)}
+         "approx_kl": on_policy.weighted_mean(jnp.exp(log_ratio) - 1 - log_ratio, w),
+         "clip_frac": on_policy.weighted_mean(
+             jnp.abs(jnp.exp(log_ratio) - 1) > config.clip_eps, w)}
   return total, aux
 
 

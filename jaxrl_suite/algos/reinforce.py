@@ -13,7 +13,7 @@ import ml_collections
 
 from jaxrl_suite.algos import on_policy
 from jaxrl_suite.core import losses
-from jaxrl_suite.core.networks import apply_action_mask
+from jaxrl_suite.algos.agent import Eval
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -26,16 +26,15 @@ def default_config() -> ml_collections.ConfigDict:
   return config
 
 
-def reinforce_loss(params, apply_fn, batch: on_policy.Batch, config):
+def reinforce_loss(ev: Eval, batch: on_policy.Batch, config):
   traj = batch.traj
-  logits, values = apply_fn(params, traj.obs)
-  logits = apply_action_mask(logits, traj.mask)
-  log_prob = losses.categorical_log_prob(logits, traj.action)
+  w = traj.weight
   # batch.targets = G (lambda = 1); the advantage G - V(s) uses rollout-time V as the baseline.
-  adv = on_policy.normalize(batch.targets - traj.value, config.normalize_advantages)
-  pg = losses.reinforce_loss(log_prob, adv, jnp.zeros_like(adv))
-  vf = 0.5 * jnp.mean(jnp.square(values - batch.targets))
-  ent = jnp.mean(losses.categorical_entropy(logits))
+  adv = on_policy.normalize(batch.targets - traj.value, config.normalize_advantages, w)
+  adv, values, _, scale = on_policy.live_rows(w, adv, ev.value, traj.value, batch.targets)
+  pg = on_policy.rescale(losses.reinforce_loss(ev.log_prob, adv, jnp.zeros_like(adv)), scale)
+  vf = on_policy.rescale(0.5 * jnp.mean(jnp.square(values - batch.targets)), scale)
+  ent = on_policy.weighted_mean(ev.entropy, w)
   total = pg + config.vf_coef * vf - config.ent_coef * ent
   return total, {"loss": total, "policy_loss": pg, "value_loss": vf, "entropy": ent}
 

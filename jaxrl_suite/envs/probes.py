@@ -10,6 +10,16 @@
   ProbeTimeLimit   one action, obs 0, reward +1 forever, truncated after `max_steps_in_episode`
                                                                     V = 1 / (1 - gamma) (truncation
                                                                     must bootstrap, not zero)
+  ProbeMemory      a cue +-1 shown at t = 0 only; at the last of `memory_length` steps the
+                   action must name it (+1, else -1)   memory: return 1; any policy of the
+                                                       current observation: 0 (the last
+                                                       observation is the same for both cues)
+  ProbeEntities    K entity slots [present, value]; pick the present entity of largest value
+                   (+1, else 0); absent slots are masked            optimum 1, uniform ~0.5
+  ProbeCoordination  multi-agent (`num_agents` slots, `live_agents` used, the rest masked):
+                   at t = 0 each agent grabs (+grab_reward now) or waits; at t = 1 every agent
+                   gets +meet_reward iff all live agents waited.  Greedy (immediate-reward)
+                   play: grab_reward per agent; optimum: all wait, meet_reward per agent
 """
 
 from __future__ import annotations
@@ -127,7 +137,176 @@ class ProbeTimeLimit(_Probe):
     return ProbeParams(max_steps_in_episode=5)
 
 
-PROBES = {"ProbeOneStep-v0": ProbeOneStep, "ProbeObsReward-v0": ProbeObsReward,
+@struct.dataclass
+class MemoryState(environment.EnvState):
+  cue: jax.Array      # 0 or 1
+  time: int
+
+
+@struct.dataclass
+class MemoryParams(environment.EnvParams):
+  memory_length: int = 4         # steps per episode; the cue is shown at t = 0 only
+  max_steps_in_episode: int = 100
+
+
+class ProbeMemory(environment.Environment):
+  """obs = [cue sign at t = 0 else 0, t / memory_length]; two actions."""
+
+  @property
+  def default_params(self) -> MemoryParams:
+    return MemoryParams()
+
+  def reset_env(self, key, params):
+    state = MemoryState(cue=jax.random.bernoulli(key).astype(jnp.int32), time=0)
+    return self.get_obs(state, params), state
+
+  def get_obs(self, state, params=None, key=None):
+    params = self.default_params if params is None else params
+    cue = jnp.where(state.time == 0, 2.0 * state.cue - 1.0, 0.0)
+    return jnp.stack([cue, state.time / params.memory_length]).astype(jnp.float32)
+
+  def step_env(self, key, state, action, params):
+    last = state.time == params.memory_length - 1
+    reward = jnp.where(last, jnp.where(action == state.cue, 1.0, -1.0), 0.0).astype(jnp.float32)
+    state = state.replace(time=state.time + 1)
+    return self.get_obs(state, params), state, reward, self.is_terminal(state, params), {}
+
+  def is_terminal(self, state, params):
+    return jnp.asarray(state.time >= params.memory_length)
+
+  def action_space(self, params=None):
+    return spaces.Discrete(2)
+
+  def observation_space(self, params):
+    return spaces.Box(-1.0, 1.0, (2,), jnp.float32)
+
+  @property
+  def num_actions(self) -> int:
+    return 2
+
+
+@struct.dataclass
+class EntitiesState(environment.EnvState):
+  present: jax.Array   # [K] bool
+  value: jax.Array     # [K]
+  time: int
+
+
+@struct.dataclass
+class EntitiesParams(environment.EnvParams):
+  min_entities: int = 1
+  max_steps_in_episode: int = 1
+
+
+class ProbeEntities(environment.Environment):
+  """One step; obs [K, 2] = (present, value); action = a slot; masked: absent slots."""
+
+  def __init__(self, num_slots: int = 4):
+    super().__init__()
+    self.k = num_slots
+
+  @property
+  def default_params(self) -> EntitiesParams:
+    return EntitiesParams()
+
+  def reset_env(self, key, params):
+    k_n, k_perm, k_v = jax.random.split(key, 3)
+    n = jax.random.randint(k_n, (), params.min_entities, self.k + 1)
+    present = jax.random.permutation(k_perm, jnp.arange(self.k) < n)
+    state = EntitiesState(present=present, value=jax.random.uniform(k_v, (self.k,)), time=0)
+    return self.get_obs(state), state
+
+  def get_obs(self, state, params=None, key=None):
+    return jnp.stack([state.present.astype(jnp.float32),
+                      jnp.where(state.present, state.value, 0.0)], -1)
+
+  def step_env(self, key, state, action, params):
+    best = jnp.argmax(jnp.where(state.present, state.value, -1.0))
+    reward = (action == best).astype(jnp.float32)
+    state = state.replace(time=state.time + 1)
+    return self.get_obs(state), state, reward, jnp.array(True), {}
+
+  def is_terminal(self, state, params):
+    return jnp.array(True)
+
+  def action_mask(self, state, params):
+    return state.present
+
+  def action_space(self, params=None):
+    return spaces.Discrete(self.k)
+
+  def observation_space(self, params):
+    return spaces.Box(0.0, 1.0, (self.k, 2), jnp.float32)
+
+  @property
+  def num_actions(self) -> int:
+    return self.k
+
+
+@struct.dataclass
+class CoordState(environment.EnvState):
+  waited: jax.Array    # [N] bool: the agent waited at t = 0
+  time: int
+
+
+@struct.dataclass
+class CoordParams(environment.EnvParams):
+  live_agents: int = 2           # agent slots in use; the rest are masked (padding)
+  grab_reward: float = 0.5
+  meet_reward: float = 2.0
+  max_steps_in_episode: int = 10
+
+
+class ProbeCoordination(environment.Environment):
+  """Two-step coordination game with a leading agent axis: obs [N, 3] = (t == 0, t == 1,
+  waited), rewards [N], one shared episode end; action 0 = grab, 1 = wait."""
+
+  def __init__(self, num_agents: int = 3):
+    super().__init__()
+    self.num_agents = num_agents
+
+  @property
+  def default_params(self) -> CoordParams:
+    return CoordParams()
+
+  def reset_env(self, key, params):
+    state = CoordState(waited=jnp.zeros(self.num_agents, bool), time=0)
+    return self.get_obs(state), state
+
+  def get_obs(self, state, params=None, key=None):
+    t = jnp.full(self.num_agents, state.time)
+    return jnp.stack([t == 0, t == 1, state.waited], -1).astype(jnp.float32)
+
+  def agent_mask(self, state, params):
+    return jnp.arange(self.num_agents) < params.live_agents
+
+  def step_env(self, key, state, action, params):
+    live = self.agent_mask(state, params)
+    first = state.time == 0
+    grab = jnp.where(first & (action == 0), params.grab_reward, 0.0)
+    all_waited = jnp.all(state.waited | ~live)
+    meet = jnp.where(~first & all_waited, params.meet_reward, 0.0)
+    reward = jnp.where(live, grab + meet, 0.0).astype(jnp.float32)
+    waited = jnp.where(first, action == 1, state.waited)
+    state = CoordState(waited=waited & live, time=state.time + 1)
+    return self.get_obs(state), state, reward, self.is_terminal(state, params), {}
+
+  def is_terminal(self, state, params):
+    return jnp.asarray(state.time >= 2)
+
+  def action_space(self, params=None):
+    return spaces.Discrete(2)
+
+  def observation_space(self, params):
+    return spaces.Box(0.0, 1.0, (self.num_agents, 3), jnp.float32)
+
+  @property
+  def num_actions(self) -> int:
+    return 2
+
+
+PROBES = {"ProbeMemory-v0": ProbeMemory, "ProbeEntities-v0": ProbeEntities,
+          "ProbeCoordination-v0": ProbeCoordination, "ProbeOneStep-v0": ProbeOneStep, "ProbeObsReward-v0": ProbeObsReward,
           "ProbeTwoStep-v0": ProbeTwoStep, "ProbeAction-v0": ProbeAction,
           "ProbeMasked-v0": ProbeMasked,
           "ProbeTimeLimit-v0": ProbeTimeLimit}

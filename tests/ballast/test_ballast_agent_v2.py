@@ -4,7 +4,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_suite.envs.ballast import agent_v2 as A2
+from jaxrl_suite.agents import ballast_v2 as A2
+from jaxrl_suite.algos import ppo
 from jaxrl_suite.envs.ballast import baselines as B
 from jaxrl_suite.envs.ballast import make_ballast
 from jaxrl_suite.envs.ballast.routes import K_MAX
@@ -33,7 +34,7 @@ def _rollout(n_envs=16, n_steps=12, greedy=False):
   """Sampled actions of a freshly initialised agent on n_envs ships for n_steps steps."""
   gr = A2.make_graph2(PARAMS)
   c = A2.default_config()
-  net, observe, act = A2.make_actor(32, c.w_init, gr)
+  net, observe, act = A2.make_actor(32, c.ballast.w_init, gr)
 
   def run(key):
     k_init, k_reset, k_run = jax.random.split(key, 3)
@@ -84,17 +85,20 @@ def test_agent_pairs_are_valid_and_deterministic():
 
 def test_tiny_v2_training_is_finite_and_deterministic():
   c = A2.default_config()
-  c.num_envs, c.num_steps, c.num_minibatches, c.update_epochs, c.hidden = 8, 8, 2, 1, 16
+  c.num_envs, c.num_steps, c.num_minibatches, c.update_epochs = 8, 8, 2, 1
+  c.ballast.hidden = 16
   c.total_timesteps = 8 * 8 * 3
-  train = jax.jit(A2.make_train(c, ENV, PARAMS))
+  train = jax.jit(ppo.make_train(c, ENV, PARAMS))    # the one learner, agent "ballast_v2"
   ts, m = jax.device_get(train(jax.random.PRNGKey(3)))
-  for k in ("pg", "vf", "ent", "returned_episode_returns", "off_top_share"):
+  for k in ("policy_loss", "value_loss", "entropy", "returned_episode_returns",
+            "off_top_share"):
     assert np.isfinite(m[k]).all(), k
-  assert m["pg"].shape == (3,) and (m["ent"] > 0).all()
+  assert m["policy_loss"].shape == (3,) and (m["entropy"] > 0).all()
   ts2, m2 = jax.device_get(train(jax.random.PRNGKey(3)))
   for k in m:
     np.testing.assert_array_equal(m[k], m2[k])
   # the seed matters: another key gives other parameters
   ts3, _ = jax.device_get(train(jax.random.PRNGKey(4)))
-  w0, w3 = (np.asarray(t.params["params"]["pi0"]["r1"]["kernel"]) for t in (ts, ts3))
+  w0, w3 = (np.asarray(t.train_state.params["params"]["pi0"]["r1"]["kernel"])
+            for t in (ts, ts3))
   assert not np.allclose(w0, w3)

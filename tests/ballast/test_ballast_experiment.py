@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from configs import ballast as cfg
-from jaxrl_suite.envs.ballast import agent as A
+from jaxrl_suite.agents import ballast as A
 from jaxrl_suite.envs.ballast import make_ballast
 from jaxrl_suite.envs.ballast.routes import K_MAX
 

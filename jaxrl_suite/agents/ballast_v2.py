@@ -21,7 +21,7 @@ Autoregressive two-head policy, permutation-equivariant over routes like the v1 
   Entropy bonus: H0(s) + H1(s, a0) at the sampled a0 -- a one-sample estimate of the joint
   entropy H(a0, a1 | s) = H0 + E_{a0 ~ pi0}[H1(s, a0)] (chain rule).
   Value: MLP(global features, pooled head-0 route embeddings). No diagnosis head (aux loss 0).
-Training: jaxrl_suite.envs.ballast.ppo_loop (shared with v1; the whole run jits, vmap over seeds).
+Training: the one learner (`config.agent = "ballast_v2"`, `make_v2` builds the Agent).
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ import ml_collections
 from flax import struct
 
 from jaxrl_suite.core import losses
-from jaxrl_suite.envs.ballast import agent as A
+from jaxrl_suite.agents import ballast as A
+from jaxrl_suite.algos.agent import Agent, Eval, Step, no_carry
 from jaxrl_suite.envs.ballast import baselines as B
-from jaxrl_suite.envs.ballast import ppo_loop
 from jaxrl_suite.envs.ballast.env import BallastNet, EnvParams, split_obs
 from jaxrl_suite.envs.ballast.routes import K_MAX, T_MAX
 
@@ -47,11 +47,7 @@ R_CLIP = 10.0                    # clip of the residual (tolerance units)
 
 
 def default_config() -> ml_collections.ConfigDict:
-  c = ppo_loop.default_config()
-  c.w_init = 10.0   # initial weight of the greedy residual (nats per tolerance unit of r);
-                    # 3 gave a near-uniform choice among the top slots (25 steps vs 14)
-  c.aux_coef = 0.0
-  return c
+  return A.default_config("v2")
 
 
 @struct.dataclass
@@ -198,29 +194,40 @@ def joint_log_prob_entropy(logits0, logits1, slot0, slot1):
   return lp, ent
 
 
-def make_train(config: ml_collections.ConfigDict, env: BallastNet, env_params: EnvParams):
-  """Returns train(key) -> (train_state, metrics); the whole run jits (vmappable over seeds)."""
+def make_v2(config: ml_collections.ConfigDict, env: BallastNet, env_params: EnvParams) -> Agent:
+  """The v2 agent: record = (ft0, ft1, slot0, slot1); no auxiliary loss (label zeros, aux 0,
+  kept so the loss graph is the one the results were produced with); logs off_top_share (the
+  pair differs from replan-v2's)."""
   if env.task != "v2":
-    raise ValueError("agent_v2 is written for task v2 (the stability target)")
+    raise ValueError("agent ballast_v2 is written for task v2 (the stability target)")
   gr = make_graph2(env_params)
-  net, observe, act = make_actor(config.hidden, config.w_init, gr)
+  net, observe, act_ = make_actor(config.ballast.hidden, config.ballast.w_init, gr)
 
-  def init_params(key, obs):
+  def init(key, obs):
     pre = observe_base(obs[0], gr)
     return net.init(key, head_feats(pre, gr, 0, K_MAX), head_feats(pre, gr, 1, K_MAX))
 
-  def loss_terms(params, record, label):
-    del label
-    ft0, ft1, slot0, slot1 = record
+  def act(params, carry, obs, done_prev, key, mask=None):
+    del done_prev, mask
+    pre, value = observe(params, obs)
+    action, record, log_prob, off = act_(params, pre, key)
+    return Step(carry, action, log_prob, value, record, {"off_top_share": off})
+
+  def evaluate(params, carry0, seq):
+    del carry0
+    ft0, ft1, slot0, slot1 = seq.record
     logits0, logits1, value = net.apply(params, ft0, ft1)
     lp, ent = joint_log_prob_entropy(logits0, logits1, slot0, slot1)
-    return lp, ent, value, jnp.zeros(())
+    return Eval(lp, ent, value, jnp.zeros(()))
+
+  def value(params, carry, obs):
+    del carry
+    return observe(params, obs)[1]
 
   def label(state):
     return jnp.zeros(state.time.shape)
 
-  fns = ppo_loop.AgentFns(init_params, observe, act, loss_terms, label)
-  return ppo_loop.make_ppo_train(config, env, env_params, fns)
+  return Agent(init, no_carry, act, evaluate, value, label=label, module=net)
 
 
 def make_policy(hidden: int = 64, w_init: float = 10.0, greedy: bool = True):

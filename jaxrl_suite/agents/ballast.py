@@ -1,5 +1,8 @@
 """PPO agent for BallastNet v1 with a route-scoring policy and a clog-diagnosis head.
 
+Trained by the one learner: `ppo.make_learner(config(), env, env_params)` with
+`config.agent = "ballast_v1"` (`make_v1` builds the `algos.agent.Agent`).
+
 Policy (permutation-equivariant over candidate routes, so one set of weights runs on any layout):
   * candidates: the M_SLOTS useful library routes ranked by B-replan's believed cost (routes of
     the current plan job first); slot i stands for route cand[i]; one extra NOOP slot.
@@ -37,10 +40,10 @@ import numpy as np
 import optax
 from flax import struct
 
+from jaxrl_suite.algos.agent import Agent, Eval, Step, no_carry
 from jaxrl_suite.core import losses
 from jaxrl_suite.core.initializers import orthogonal
 from jaxrl_suite.envs.ballast import baselines as B
-from jaxrl_suite.envs.ballast import ppo_loop
 from jaxrl_suite.envs.ballast.diagnosis import reference_diagnosis
 from jaxrl_suite.envs.ballast.env import H_HIST, BallastNet, EnvParams, split_obs
 from jaxrl_suite.envs.ballast.layout import EDGE_KINDS
@@ -53,8 +56,27 @@ N_EDGE_FEAT = 12 + len(EDGE_KINDS)
 N_GLOBAL_FEAT = 7 + H_HIST
 
 
-def default_config() -> ml_collections.ConfigDict:
-  return ppo_loop.default_config()
+def default_config(version: str = "v1") -> ml_collections.ConfigDict:
+  """A PPO config for the BallastNet agents (`version` "v1" route scorer, "v2" pump pairs).
+
+  Per-leaf Adam (`flat_optimizer=False`) and these values are those of the retired ballast
+  PPO loop; `ballast.hidden` is the width, `ballast.w_init` v2's residual weight.
+  """
+  from jaxrl_suite.algos import ppo  # local: algos imports agents lazily, this breaks no cycle
+  c = ppo.default_config()
+  c.env_name = "BallastNet-v0"
+  c.env_kwargs = {"task": version}
+  c.update(dict(num_envs=64, num_steps=32, total_timesteps=200_000, update_epochs=4,
+                num_minibatches=4, lr=1e-3, anneal_lr=True, gamma=0.99, gae_lambda=0.95,
+                clip_eps=0.2, vf_coef=0.5, ent_coef=0.003, aux_coef=0.5, max_grad_norm=0.5,
+                normalize_advantages=True, flat_optimizer=False, episode_info=("success",),
+                agent="ballast_" + version))
+  c.ballast.hidden = 64
+  if version == "v2":
+    c.ballast.w_init = 10.0   # initial weight of the greedy residual (nats per tolerance unit
+                              # of r); 3 gave a near-uniform choice among the top slots
+    c.aux_coef = 0.0
+  return c
 
 
 @struct.dataclass
@@ -225,52 +247,48 @@ class BallastAgent(nn.Module):
     return logits, value, diag_logit
 
 
-def _agent_fns(c: ml_collections.ConfigDict, env_params: EnvParams) -> ppo_loop.AgentFns:
+def make_v1(c: ml_collections.ConfigDict, env: BallastNet, env_params: EnvParams) -> Agent:
+  """The v1 agent: record = (features, slot); aux loss = BCE(diagnosis, 1[clog < 1]) over
+  real edges (privileged labels from the simulator state, never observed); logs off_top_share
+  (sampled route != B-replan's)."""
+  if env.task != "v1":
+    raise ValueError("the BallastNet route-scoring agent is written for task v1 (ballast_v2)")
   graph = make_graph(env_params)
-  net = BallastAgent(hidden=c.hidden)
+  net = BallastAgent(hidden=c.ballast.hidden)
   feat_fn = jax.vmap(features, in_axes=(0, None))
   edge_mask = env_params.edge_mask.astype(jnp.float32)
 
   def init(key, obs):
     return net.init(key, jax.tree.map(lambda x: x[0], feat_fn(obs[:1], graph)))
 
-  def observe(params, obs):
+  def act(params, carry, obs, done_prev, key, mask=None):
+    del done_prev, mask
     ft = feat_fn(obs, graph)
     logits, value, _ = net.apply(params, ft)
-    return (ft, logits), value
-
-  def act(params, pre, key):
-    ft, logits = pre
     slot = jax.random.categorical(key, logits)
     action = jnp.take_along_axis(ft.slot_route, slot[:, None], 1)[:, 0]
     # off-top: the sampled route is not B-replan's choice (slot 0 = min believed cost, plan job
     # first, lowest index on ties: exactly B.replan_policy's argmin)
-    return (action, (ft, slot), losses.categorical_log_prob(logits, slot),
-            action != ft.slot_route[:, 0])
+    return Step(carry, action, losses.categorical_log_prob(logits, slot), value, (ft, slot),
+                {"off_top_share": action != ft.slot_route[:, 0]})
 
-  def loss_terms(params, record, label):
-    ft, slot = record
+  def evaluate(params, carry0, seq):
+    del carry0
+    ft, slot = seq.record
     logits, value, dlogit = net.apply(params, ft)
-    bce = optax.sigmoid_binary_cross_entropy(dlogit, label)
+    bce = optax.sigmoid_binary_cross_entropy(dlogit, seq.label)
     aux = jnp.sum(bce * edge_mask) / jnp.maximum(edge_mask.sum() * bce.shape[0], 1.0)
-    return (losses.categorical_log_prob(logits, slot), losses.categorical_entropy(logits), value,
-            aux)
+    return Eval(losses.categorical_log_prob(logits, slot), losses.categorical_entropy(logits),
+                value, aux)
+
+  def value(params, carry, obs):
+    del carry
+    return net.apply(params, feat_fn(obs, graph))[1]
 
   def label(state):
     return (state.clog < 1.0).astype(jnp.float32)
 
-  return ppo_loop.AgentFns(init, observe, act, loss_terms, label)
-
-
-def make_train(config: ml_collections.ConfigDict, env: BallastNet, env_params: EnvParams):
-  """Returns train(key) -> (train_state, metrics); the whole run jits (vmappable over seeds).
-
-  Loss (ppo_loop): PPO clip + value + entropy + aux_coef * BCE(diagnosis, 1[clog < 1]) over real
-  edges (privileged labels from the simulator state, never observed).
-  """
-  if env.task != "v1":
-    raise ValueError("the BallastNet route-scoring agent is written for task v1 (see agent_v2)")
-  return ppo_loop.make_ppo_train(config, env, env_params, _agent_fns(config, env_params))
+  return Agent(init, no_carry, act, evaluate, value, label=label, module=net)
 
 
 def make_policy(hidden: int = 64, greedy: bool = True):
