@@ -240,20 +240,21 @@ def make_claims(det: dict, ev: dict, curves: dict, methods: list) -> tuple[list,
   stapo_variants = [m for m in ("stapo", "stapo_only") if m in i]
   claims, table = [], {}
 
-  lo_z, lo_r = det["precision_z"], det["precision_raw"]
-  prec_verdict = ("reproduced" if lo_z[1] >= 0.8 else
-                  "partly reproduced" if lo_z[1] > lo_r[2] else "not reproduced")
+  pz, pr = det["precision_z"], det["precision_raw"]
+  prec_verdict = ("reproduced" if pz[1] >= 0.8 else
+                  "partly reproduced" if pz[1] > pr[2] else "not reproduced")
   claims.append(results_lib.claim(
       "outlier steps (z > 2) are almost always the drifted steps (precision, before training)",
-      "'almost always' (blog)", f"{_fmt(lo_z, True)}; raw-entropy z > 2: {_fmt(lo_r, True)}; "
-      f"base rate {_fmt(det['base_rate'], True)}", prec_verdict, ci95=lo_z[1:],
-      detail="precision of the outlier rule for the N1-N4 labels on warm-start rollouts; "
+      "'almost always' (blog)", f"{100 * pz[0]:.1f}% (raw-entropy z > 2: {_fmt(pr, True)}; "
+      f"neglect base rate {100 * det['base_rate'][0]:.1f}%)", prec_verdict,
+      ci95=[100 * pz[1], 100 * pz[2]],
+      detail="precision (%) of the outlier rule for the N1-N4 labels on warm-start rollouts; "
              "reproduced needs a lower bound >= 80%; partly: above the raw rule's upper bound"))
   d = det["auroc_z_minus_raw"]
   claims.append(results_lib.claim(
       "state-normalised entropy separates neglect steps better than raw entropy (AUROC)",
       "normalised entropy vs Shannon entropy (abstract)",
-      f"AUROC z {_fmt(det['auroc_z'])} vs raw {_fmt(det['auroc_raw'])}; diff {_fmt(d)}",
+      f"AUROC diff {d[0]:+.3f} (z {_fmt(det['auroc_z'])} vs raw {_fmt(det['auroc_raw'])})",
       "reproduced" if d[1] > 0 else "contradicted" if d[2] < 0 else "inconclusive", ci95=d[1:],
       detail=f"states recur in their group for {_fmt(det['share_recurring'], True)} of steps "
              f"(rest: EMA {_fmt(det['share_ema'], True)}, task mean "
@@ -261,25 +262,23 @@ def make_claims(det: dict, ev: dict, curves: dict, methods: list) -> tuple[list,
              "task-normalised entropy"))
   for ref in dict.fromkeys(["grpo", strongest]):
     for m in stapo_variants:
-      red = stats.paired_ratio_ci(neg[i[m]], neg[i[ref]])
-      red_pct = (1 - red[0], 1 - red[2], 1 - red[1])
-      v = ("reproduced" if red_pct[1] >= 0.72 else "partly reproduced" if red_pct[1] > 0 else
-           "contradicted" if red_pct[2] < 0 else "inconclusive")
+      r = stats.paired_ratio_ci(neg[i[m]], neg[i[ref]])
+      ch = [100 * (x - 1) for x in r]                  # % change of neglect events (< 0: fewer)
+      v = ("reproduced" if ch[2] <= -72 else "partly reproduced" if ch[2] < 0 else
+           "contradicted" if ch[1] > 0 else "inconclusive")
       claims.append(results_lib.claim(
-          f"{m} cuts neglect events per 100 steps vs {ref}", "-72%",
-          f"-{_fmt(red_pct, True)} ({neg[i[m]].mean():.1f} vs {neg[i[ref]].mean():.1f})", v,
-          ci95=red_pct[1:], detail="paired over seeds (identical rollout keys); reproduced "
-          "needs the CI's lower bound at >= 72%; partly: a reduction whose CI excludes 0"))
-      dd = stats.mean_ci(succ[i[m]] - succ[i[ref]])
-      dd_pts = tuple(100 * x for x in dd)
-      v = ("reproduced" if dd_pts[1] > 0 and dd_pts[0] >= 11 else
-           "partly reproduced" if dd_pts[1] > 0 else
-           "contradicted" if dd_pts[2] < 0 else "inconclusive")
+          f"{m} vs {ref}: change of neglect events per 100 steps", "-72%",
+          f"{ch[0]:+.1f}% ({neg[i[m]].mean():.1f} vs {neg[i[ref]].mean():.1f})", v,
+          ci95=ch[1:], detail="paired bootstrap over seeds (identical rollout keys); "
+          "reproduced needs the CI's upper end at <= -72%; partly: a CI below 0"))
+      dd = [100 * x for x in stats.mean_ci(succ[i[m]] - succ[i[ref]])]
+      v = ("reproduced" if dd[1] > 0 and dd[0] >= 11 else
+           "partly reproduced" if dd[1] > 0 else
+           "contradicted" if dd[2] < 0 else "inconclusive")
       claims.append(results_lib.claim(
-          f"{m} raises success vs {ref}", "+11 points",
-          f"{dd_pts[0]:+.1f} points [{dd_pts[1]:+.1f}, {dd_pts[2]:+.1f}] "
-          f"({100 * succ[i[m]].mean():.1f}% vs {100 * succ[i[ref]].mean():.1f}%)", v,
-          ci95=dd_pts[1:], detail="paired seed differences; reproduced: CI above 0 and mean "
+          f"{m} vs {ref}: success (points)", "+11 points",
+          f"{dd[0]:+.1f} ({100 * succ[i[m]].mean():.1f}% vs {100 * succ[i[ref]].mean():.1f}%)",
+          v, ci95=dd[1:], detail="paired seed differences; reproduced: CI above 0 and mean "
           ">= 11 points"))
   for m in methods:
     table[m] = {k: stats.mean_ci(ev[k][i[m]]) for k in ev}

@@ -60,6 +60,7 @@ def test_encoding_with_a_token_mask(ro):
   np.testing.assert_allclose(_gae_adv(enc), want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_every_method_runs_in_one_vmapped_program():
   mcfg = stapo.MethodConfig(group_size=4)
   init, step = stapo.make_train_step(CFG, ENV, P, RCFG, 8, mcfg, PCFG)
