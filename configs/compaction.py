@@ -1,0 +1,103 @@
+# CompactionRL reproduction (arXiv 2607.05378) on StreamLedger-v0.
+#
+# COMMAND (full): .venv/bin/python -m experiments.compaction
+# COMMAND (quick, smoke test): .venv/bin/python -m experiments.compaction --quick
+# The warm start is cached in --workdir (default workdirs/compaction); rerunning reuses it.
+"""Config for experiments/compaction.py."""
+
+import ml_collections
+
+# Training variants: name -> (harness, loss normalisation, advantage, GAE across boundaries).
+VARIANTS = {
+    "token_cross": ("compaction", "token", "gae", True),      # CompactionRL as claimed
+    "token_indep": ("compaction", "token", "gae", False),
+    "token_grpo": ("compaction", "token", "grpo", True),       # SUPO-style broadcast
+    "segment_cross": ("compaction", "segment", "gae", True),
+    "segment_indep": ("compaction", "segment", "gae", False),
+    "segment_grpo": ("compaction", "segment", "grpo", True),
+    "frozen_summariser": ("frozen", "token", "gae", True),     # RL on answers only
+    "agent_token": ("agent", "token", "gae", True),            # agent-triggered COMPACT
+    "agent_segment": ("agent", "segment", "gae", True),
+}
+# Evaluation-only baselines of the warm-started model: name -> harness.
+BASELINES = {"truncation": "truncation", "no_rl_summariser": "compaction",
+             "oracle_summary": "oracle", "full_context": "full"}
+
+
+def get_config(arg=None):
+  c = ml_collections.ConfigDict()
+  c.quick = arg == "quick"
+  c.seed = 0
+  c.num_seeds = 4
+  # Environment (StreamLedger-v0 EnvParams; H is set per phase).
+  c.env = ml_collections.ConfigDict(dict(
+      max_events=128, events_per_obs=4, num_items=4, max_amount=3, mid_query_prob=0.5,
+      mid_reward=0.25, final_reward=1.0))
+  c.window = 64                  # W: the policy's context window for compacted rollouts
+  c.train_events = 32            # H during RL (3-4 compactions per episode)
+  c.eval_events = (8, 16, 32, 64, 128)   # 128: longer than anything seen in training
+  c.full_context_events = (8, 16)        # where the whole episode fits the model's max_len
+  # Model (tokenizer v2): a 2-layer decoder, max_len holds the full-context baseline at H=16.
+  c.model = ml_collections.ConfigDict(dict(d_model=64, num_layers=2, num_heads=4, d_ff=256,
+                                           max_len=96))
+  # Warm start: corpus mix (lm.compaction.CorpusMix) and pretraining budget.
+  c.corpus = ml_collections.ConfigDict(dict(p_drop=0.15, p_corrupt=0.25, p_first=0.3,
+                                            p_last=0.3, p_agent=0.1))
+  c.warm_steps = 1500
+  c.warm_batch = 64
+  c.warm_lr = 3e-3
+  # RL (lm.token_ppo), identical for every variant: same trajectories per iteration, same
+  # iterations, same seeds. GRPO variants use groups of `group_size` rollouts of one stream.
+  c.variants = tuple(VARIANTS)
+  c.iterations = 40
+  c.num_envs = 32
+  c.group_size = 4
+  c.epochs = 2
+  c.num_minibatches = 2
+  c.lr = 3e-4
+  c.critic_lr = 1e-3
+  c.gamma = 1.0
+  c.lam = 0.95
+  c.clip_eps = 0.2
+  c.chunk = 10
+  # Evaluation: episodes per seed and horizon, sampling temperature.
+  c.eval_envs = 64
+  c.temperature = 1.0
+  if c.quick:
+    c.num_seeds = 2
+    c.model = ml_collections.ConfigDict(dict(d_model=32, num_layers=1, num_heads=2, d_ff=64,
+                                             max_len=96))
+    c.warm_steps = 40
+    c.warm_batch = 16
+    c.train_events = 16
+    c.eval_events = (8, 16, 24)
+    c.full_context_events = (8,)
+    c.variants = ("token_cross", "segment_grpo", "agent_token")
+    c.iterations = 2
+    c.num_envs = 8
+    c.chunk = 2
+    c.eval_envs = 8
+  return c
+
+
+def validate(c) -> None:
+  """Raises ValueError naming the field."""
+  for v in c.variants:
+    if v not in VARIANTS:
+      raise ValueError(f"config.variants: unknown variant {v!r}; known {sorted(VARIANTS)}")
+  if "token_cross" not in c.variants:
+    raise ValueError("config.variants must include 'token_cross' (the CompactionRL row)")
+  if c.num_seeds < 1:
+    raise ValueError(f"config.num_seeds must be >= 1, got {c.num_seeds}")
+  if c.num_envs % c.group_size or c.num_envs % c.num_minibatches:
+    raise ValueError(f"config.num_envs={c.num_envs} must divide by group_size={c.group_size} "
+                     f"and num_minibatches={c.num_minibatches}")
+  if c.train_events > c.env.max_events or max(c.eval_events) > c.env.max_events:
+    raise ValueError(f"config.train_events/eval_events exceed config.env.max_events="
+                     f"{c.env.max_events}")
+  if c.window > c.model.max_len:
+    raise ValueError(f"config.window={c.window} exceeds config.model.max_len={c.model.max_len}")
+  if c.iterations % c.chunk:
+    raise ValueError(f"config.iterations={c.iterations} must be a multiple of chunk={c.chunk}")
+  if c.train_events not in c.eval_events:
+    raise ValueError(f"config.train_events={c.train_events} must be one of eval_events")

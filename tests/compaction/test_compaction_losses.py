@@ -1,0 +1,135 @@
+"""The spec's CompactionRL tests, against float64 numpy references:
+
+(i)  the token-level loss and its gradient are invariant to where the same tokens are split into
+     windows; the segment-level loss is not (and equals its own numpy formula);
+(ii) GAE across one window boundary equals GAE on the concatenated sequence; independent GAE
+     equals per-segment GAE with V_next = 0;
+(iii) copied summary tokens (and observations) get exactly zero gradient; the minibatch
+     normalisation keeps whole trajectories together.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from jaxrl_suite.lm import advantages as lm_adv
+from jaxrl_suite.lm import compaction as comp
+from jaxrl_suite.lm import rollout as lm_rollout
+from jaxrl_suite.lm import token_ppo
+
+
+def _np_token_loss(theta, adv):
+  return float(np.sum(-adv * theta) / len(theta))
+
+
+def _np_segment_loss(theta, adv, cuts):
+  b = [0, *cuts, len(theta)]
+  segs = [np.arange(b[k], b[k + 1]) for k in range(len(b) - 1)]
+  return float(sum(np.mean(-adv[s] * theta[s]) for s in segs) / len(segs))
+
+
+@given(n=st.integers(4, 40), seed=st.integers(0, 1000), k1=st.integers(1, 5),
+       k2=st.integers(1, 5))
+def test_token_loss_invariant_under_resegmentation(n, seed, k1, k2):
+  rng = np.random.default_rng(seed)
+  theta, adv = rng.normal(size=n), rng.normal(size=n)
+  cuts = [sorted(rng.choice(np.arange(1, n), min(k, n - 1), replace=False)) for k in (k1, k2)]
+  with jax.enable_x64(True):
+    th, ad = jnp.asarray(theta), jnp.asarray(adv)
+    res = []
+    for c in cuts:
+      idx, _ = comp.place(n, c, 6, 48)
+      res.append({norm: jax.value_and_grad(comp.split_loss)(th, ad, idx, norm)
+                  for norm in ("token", "segment")})
+    for r, c in zip(res, cuts):
+      np.testing.assert_allclose(float(r["token"][0]), _np_token_loss(theta, adv), rtol=1e-5)
+      np.testing.assert_allclose(float(r["segment"][0]), _np_segment_loss(theta, adv, list(c)),
+                                 rtol=1e-5, atol=1e-7)
+      np.testing.assert_allclose(np.asarray(r["token"][1]), -adv / n, rtol=1e-5)
+    np.testing.assert_allclose(float(res[0]["token"][0]), float(res[1]["token"][0]), rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(res[0]["token"][1]), np.asarray(res[1]["token"][1]))
+
+
+def test_segment_loss_is_not_invariant():
+  gap = comp.resegmentation_gap(jax.random.PRNGKey(0), trials=10)
+  assert gap["token"]["loss"] < 1e-5 and gap["token"]["grad"] < 1e-6
+  assert gap["segment"]["loss"] > 1e-2 and gap["segment"]["grad"] > 1e-2
+
+
+def test_minibatch_normalisation_covers_all_tokens_of_whole_trajectories():
+  """Two trajectories of one minibatch, one split into 1 window and one into 3: token weights
+  are 1/(all trainable tokens), whatever the split; segment weights follow K_tau (the bias)."""
+  tr = np.zeros((2, 3, 8), bool)
+  tr[0, 0, :6] = True                       # 6 tokens, one window
+  tr[1, 0, :2] = tr[1, 1, :2] = tr[1, 2, :2] = True   # 6 tokens, three windows
+  w_tok = np.asarray(token_ppo.loss_weights(jnp.asarray(tr), "token"))
+  np.testing.assert_allclose(w_tok[tr], 1 / 12)
+  w_seg = np.asarray(token_ppo.loss_weights(jnp.asarray(tr), "segment"))
+  np.testing.assert_allclose(w_seg[0].sum(), 1 / 4)   # one window of four
+  np.testing.assert_allclose(w_seg[1].sum(), 3 / 4)   # three windows of four: weighted by K
+
+
+def _np_gae(r, v, gamma, lam, cut_after=()):
+  """float64 GAE on a chronological token sequence; V_next = 0 after the last token and after
+  every index in cut_after (independent segments)."""
+  n = len(r)
+  adv = np.zeros(n)
+  nxt = 0.0
+  for i in reversed(range(n)):
+    cut = i == n - 1 or i in cut_after
+    vn = 0.0 if cut else v[i + 1]
+    delta = r[i] + gamma * vn - v[i]
+    nxt = delta + (0.0 if cut else gamma * lam * nxt)
+    adv[i] = nxt
+  return adv
+
+
+def _two_window_rollout(n1, n2, rng, w=12):
+  """A rollout record with one trajectory whose trainable tokens are n1 in window 0 and n2 in
+  window 1 (with non-trainable slots in between), reward on two action ends."""
+  tokens = np.ones((1, 2, w), np.int32)
+  trainable = np.zeros((1, 2, w), bool)
+  kind = np.full((1, 2, w), lm_rollout.KIND_OBS, np.int8)
+  pos0 = np.sort(rng.choice(np.arange(1, w), n1, replace=False))
+  pos1 = np.sort(rng.choice(np.arange(1, w), n2, replace=False))
+  trainable[0, 0, pos0] = True
+  trainable[0, 1, pos1] = True
+  kind[trainable] = lm_rollout.KIND_ACTION
+  h = 2
+  rewards = rng.normal(size=(1, h)).astype(np.float32)
+  action_end = np.array([[pos0[-1], w + pos1[-1]]], np.int32)
+  z = lambda *s: np.zeros(s, np.float32)
+  ro = lm_rollout.Rollout(
+      tokens=jnp.asarray(tokens), kind=jnp.asarray(kind), turn=jnp.zeros((1, 2, w), jnp.int32),
+      trainable=jnp.asarray(trainable), log_probs=jnp.asarray(z(1, 2, w)),
+      values=jnp.asarray(z(1, 2, w)), seg_len=jnp.full((1, 2), w, jnp.int32),
+      num_segments=jnp.array([2], jnp.int32), rewards=jnp.asarray(rewards),
+      terminated=jnp.zeros((1, h), bool), truncated=jnp.zeros((1, h), bool),
+      turn_valid=jnp.ones((1, h), bool), actions=jnp.zeros((1, h, 2), jnp.int32),
+      action_end=jnp.asarray(action_end), state_key=jnp.full((1, h), -1, jnp.int32), info={},
+      compacted=jnp.zeros((1, h), bool), segment_overflow=jnp.zeros((1,), bool),
+      group=jnp.zeros((1,), jnp.int32))
+  return ro, trainable
+
+
+@given(n1=st.integers(1, 8), n2=st.integers(1, 8), seed=st.integers(0, 1000),
+       lam=st.sampled_from([0.0, 0.5, 0.95, 1.0]), gamma=st.sampled_from([0.9, 1.0]))
+def test_gae_across_one_boundary_equals_gae_on_the_concatenation(n1, n2, seed, lam, gamma):
+  rng = np.random.default_rng(seed)
+  ro, tr = _two_window_rollout(n1, n2, rng)
+  values = rng.normal(size=tr.shape).astype(np.float32)
+  rewards = np.asarray(lm_adv.token_rewards(ro))
+  seq_v, seq_r = values[tr], rewards[tr]        # chronological: window 0 then window 1
+  assert seq_r[n1 - 1] == pytest.approx(float(ro.rewards[0, 0]))
+  for across, cuts in ((True, ()), (False, (n1 - 1,))):
+    adv, tgt = lm_adv.token_gae(ro, jnp.asarray(values), jnp.asarray(rewards), gamma, lam, across)
+    ref = _np_gae(seq_r.astype(np.float64), seq_v.astype(np.float64), gamma, lam, cuts)
+    np.testing.assert_allclose(np.asarray(adv)[tr], ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(tgt)[tr], ref + seq_v, rtol=1e-5, atol=1e-5)
+    assert (np.asarray(adv)[~tr] == 0).all()
+  # gamma = lam = 1 across the boundary: A_n = R - V(u_n) (Monte Carlo).
+  adv, _ = lm_adv.token_gae(ro, jnp.asarray(values), jnp.asarray(rewards), 1.0, 1.0, True)
+  np.testing.assert_allclose(np.asarray(adv)[tr], seq_r[::-1].cumsum()[::-1] - seq_v, rtol=1e-5,
+                             atol=1e-5)
