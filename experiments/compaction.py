@@ -150,29 +150,31 @@ _EVAL_FNS: dict = {}
 def evaluate(config, env, p, cfg, params, harness, events, seed_keys, stacked: bool):
   """Mean episode metrics per seed at horizon `events` (params stacked over seeds or shared).
 
-  One compiled program per (harness, horizon), with the policy parameters as an argument, is
-  reused by every variant and seed (compiles dominate on 2 cores). Seeds run one after the
-  other rather than under vmap: vmap would turn the rollout's compaction `lax.cond` into a
-  select that computes the compaction branch every turn.
+  One compiled program per harness serves every horizon, variant and seed (compiles dominate
+  on 2 cores): the environment parameters (H) and the policy parameters are arguments, and the
+  rollout has the turns of the longest horizon of that harness (finished episodes idle). Seeds
+  run one after the other rather than under vmap: vmap would turn the rollout's compaction
+  `lax.cond` into a select that computes the compaction branch every turn.
   """
-  pe = p.replace(num_events=events)
   h = "compaction" if harness == "frozen" else harness   # same rollout at evaluation
-  key = (h, events, config.eval_envs, config.window, config.temperature)
+  horizons = config.full_context_events if h == "full" else config.eval_events
+  key = (h, config.eval_envs, config.window, config.temperature)
   if key not in _EVAL_FNS:
-    rcfg = comp.rollout_config(h, env, pe, config.window, config.temperature,
-                               max_len=config.model.max_len)
+    rcfg = comp.rollout_config(h, env, p.replace(num_events=max(horizons)), config.window,
+                               config.temperature, max_len=config.model.max_len)
 
-    def one(pp, k):
+    def one(pp, pe, k):
       ro = lm_rollout.multi_turn_rollout(cfg, pp, env, pe, k, config.eval_envs, rcfg)
       m = comp.episode_metrics(ro, h == "agent", config.env.num_items)
       return {n: jnp.nanmean(v) for n, v in m.items()}
 
     _EVAL_FNS[key] = jax.jit(one)
   fn = _EVAL_FNS[key]
+  pe = jax.tree.map(jnp.asarray, p.replace(num_events=events))
   out = []
   for s, k in enumerate(seed_keys):
     pp = jax.tree.map(lambda x: x[s], params) if stacked else params
-    out.append(fn(pp, jax.random.fold_in(k, 1000 + events)))
+    out.append(fn(pp, pe, jax.random.fold_in(k, 1000 + events)))
   return {n: np.asarray([o[n] for o in out]) for n in out[0]}
 
 
@@ -229,7 +231,7 @@ def run(config, workdir, results_dir=None, progress=True, write=True) -> dict:
   # Gradient mass on summaries vs actions: at the warm start and after RL, per variant.
   mass = {}
   rep = lambda x: jax.tree.map(lambda a: jnp.broadcast_to(a, (config.num_seeds,) + a.shape), x)
-  for v in config.variants:
+  for v in [v for v in config.grad_mass_variants if v in config.variants]:
     pp, vp = trained[v]
     k = jax.random.fold_in(seed_keys[0], 77)
     mass[v] = {"start": grad_mass(config, env, p, cfg, rep(params0), vp, v, k),
