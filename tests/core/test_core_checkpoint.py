@@ -128,6 +128,7 @@ def test_shape_change_is_a_config_difference_not_corruption(tmp_path):
   assert "cannot change on resume" in str(e.value) and "corrupt" not in str(e.value)
 
 
+@pytest.mark.slow
 def test_resume_force_continues_with_a_longer_run(tmp_path):
   wd = str(tmp_path / "run")
   _, n = train_cli.run_training(_cfg(), wd, progress=False)
@@ -152,7 +153,14 @@ def test_runs_exactly_num_updates_with_a_shorter_last_chunk(tmp_path):
   assert [r["step"] for r in mlog.read_jsonl(str(tmp_path / "metrics.jsonl"))] == list(range(7))
   with checkpoint.Checkpointer(str(tmp_path / "checkpoints")) as ckpt:
     assert ckpt.all_steps()[-1] == 7
-  # Same parameters as one uninterrupted `train` of num_updates updates.
+    assert ckpt.metadata(7)["num_updates"] == 7
+
+
+@pytest.mark.slow
+def test_chunked_run_equals_one_uninterrupted_train(tmp_path):
+  c = _cfg(total_timesteps=4 * 16 * 7, updates_per_chunk=3, checkpoint_every=3)
+  state, _ = train_cli.run_training(c, str(tmp_path), progress=False)
+  # Same parameters as one uninterrupted `train` of num_updates updates (lr anneal finished).
   env, params = registry.make("CartPole-v1")
   learner = ppo.make_learner(c, env, params)
   assert learner.num_updates == 7

@@ -53,3 +53,10 @@ def test_relative_links_resolve(repo_root, page):
     if not os.path.exists(os.path.normpath(os.path.join(os.path.dirname(path), target))):
       missing.append(target)
   assert not missing, f"{page} links to missing files: {missing}"
+
+
+def test_index_links_every_page(repo_root):
+  index = open(os.path.join(repo_root, "docs", "index.md")).read()
+  pages = [os.path.basename(p) for p in glob.glob(os.path.join(repo_root, "docs", "*.md"))]
+  missing = [p for p in pages if p != "index.md" and f"]({p})" not in index]
+  assert not missing, f"docs/index.md does not link {missing}"
