@@ -1,6 +1,8 @@
 """An entity-set agent: attention over a variable set of entities (requests, GPUs, trains).
 
-Observation of one row: K entity slots x F features, [K, F] (flat [K * F] rows are reshaped).
+Observation of one row: K entity slots x F features, [K, F] (flat [K * F] rows are reshaped;
+an observation [..., F] of more dims, e.g. MinAtar's [10, 10, C] grid, is read as K = prod(...)
+cells of F features).
 Slot k is present iff obs[k, mask_feature] > 0.5 (mask_feature < 0: all present); with
 type_feature >= 0, obs[k, type_feature] is an integer entity type in [0, num_types).
 
@@ -10,7 +12,8 @@ type_feature >= 0, obs[k, type_feature] is an integer entity type in [0, num_typ
     a_kj = softmax_j(q_k . k_j / sqrt(d_h) over present j) * present_j
     e_k <- LN(e_k + W_o [sum_j a_kj v_j]_h);  e_k <- LN(e_k + MLP(e_k))
   logits_k = w . e_k (MASKED_LOGIT on absent slots), [K]; with num_actions == K + 1 the last
-      action (no-op) gets a logit from the pooled embedding
+      action (no-op) gets a logit from the pooled embedding; with any other number of actions
+      (actions that are not entities) all logits come from the pooled embedding
   V = MLP([mean_k e_k, max_k e_k] over present slots)
 
 Every op is per entity or a masked sum over entities, so permuting the slots permutes the
@@ -90,7 +93,9 @@ class EntityActorCritic(nn.Module):
     ent_logit = jnp.where(present, ent_logit, MASKED_LOGIT)
     pooled = jnp.concatenate([pool(e, present), extra], -1)
     k = tokens.shape[-2]
-    if self.num_actions == k + 1:
+    if self.num_actions not in (k, k + 1):      # actions are not entities: a pooled head
+      logits = nn.Dense(self.num_actions, kernel_init=orthogonal(0.01), name="pooled_pi")(pooled)
+    elif self.num_actions == k + 1:
       noop = nn.Dense(1, kernel_init=orthogonal(0.01), name="noop")(pooled)
       logits = jnp.concatenate([ent_logit, noop], -1)
     else:
@@ -107,12 +112,12 @@ class EntityActorCritic(nn.Module):
 def make(num_actions: int, obs_shape, embed_dim: int = 32, num_heads: int = 2,
          num_layers: int = 1, mask_feature: int = 0, type_feature: int = -1, num_types: int = 0,
          centralised: bool = False, num_agents: int = 1) -> Agent:
-  if len(obs_shape) != 2:
-    raise ValueError(f"the entities agent needs [K, F] observations, got shape {obs_shape}")
-  k_ent, f = obs_shape
-  if num_actions not in (k_ent, k_ent + 1):
-    raise ValueError(f"the entities agent picks one of K={k_ent} entities (or K + 1 with a "
-                     f"no-op); the env has {num_actions} actions")
+  if len(obs_shape) < 2:
+    raise ValueError(f"the entities agent needs [K, F] (or [..., F]) observations, got shape "
+                     f"{obs_shape}")
+  f = int(obs_shape[-1])
+  k_ent = int(np.prod(obs_shape[:-1]))
+  obs_shape = (k_ent, f)
   net = EntityActorCritic(num_actions, embed_dim, num_heads, num_layers,
                           num_types if type_feature >= 0 else 0, centralised)
 
@@ -124,7 +129,7 @@ def make(num_actions: int, obs_shape, embed_dim: int = 32, num_heads: int = 2,
 
   def inputs(obs):
     if isinstance(obs, dict):
-      tok = obs["obs"].reshape(obs["obs"].shape[:-2] + (k_ent, f))
+      tok = obs["obs"].reshape(obs["obs"].shape[:1] + (k_ent, f))
       ids = obs["agent_id"]
       extra = ids
       present, types = parse(tok)
