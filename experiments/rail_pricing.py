@@ -85,6 +85,39 @@ def _learner(c, env, params, name):
   return ppo.make_learner(cfg, env, params, agent=agent), agent
 
 
+class _PhaseCache:
+  """Finished phases (plain JSON of arrays as lists) in the workdir, keyed by the config: a rerun
+  with the same config resumes after the last finished phase instead of recomputing it."""
+
+  def __init__(self, workdir: str, c):
+    import json
+    self.path = os.path.join(workdir, "rail_pricing_phases.json")
+    self.key = json.dumps(results._to_jsonable(c), sort_keys=True)
+    self.data = {}
+    if os.path.exists(self.path):
+      with open(self.path) as f:
+        d = json.load(f)
+      if d.get("config") == self.key:
+        self.data = d["phases"]
+
+  def get(self, name):
+    return self.data.get(name)
+
+  def put(self, name, value):
+    import json
+    self.data[name] = results._to_jsonable(value)
+    with open(self.path + ".tmp", "w") as f:
+      json.dump({"config": self.key, "phases": self.data}, f)
+    os.replace(self.path + ".tmp", self.path)
+
+
+def _arrays(d):
+  """JSON lists back to float arrays, nested dicts kept."""
+  if isinstance(d, dict):
+    return {k: _arrays(v) for k, v in d.items()}
+  return np.asarray(d, np.float64)
+
+
 def _family_evaluator(env, fn):
   """jit(keys [N], theta, params) -> metrics [N] of baseline `fn` (one compile per family)."""
   return jax.jit(lambda ks, th, ps: E.evaluate(env, ps, E.baseline_policy(fn, ps, th), ks))
@@ -120,6 +153,7 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
   cfg_mod.validate(c)
   t0 = time.time()
   os.makedirs(workdir, exist_ok=True)
+  cache = _PhaseCache(workdir, c)
   timings = {}
   env, p_train = make_rail(c.instance, pad=c.pad, reward_mode=c.reward_mode,
                            demand_level=c.demand_level)
@@ -147,12 +181,17 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
   # 2. baselines tuned on the tuning episodes (same count for every family)
   t = time.time()
   tuned, tuning = {}, {}
-  for name in B.BASELINES:
+  hit = cache.get("tuning")
+  if hit is not None:
+    tuning = hit
+    tuned = {k: v["chosen"] for k, v in tuning.items()}
+  for name in [b for b in B.BASELINES if b not in tuning]:
     grid = B.THETA_GRID[name]
     vals = [float(evals[name](tune_keys, jnp.asarray(th, jnp.float32), p_train)
                   ["revenue_total"].mean()) for th in grid]
     tuned[name] = float(grid[int(np.argmax(vals))])
     tuning[name] = {"grid": list(grid), "revenue": vals, "chosen": tuned[name]}
+  cache.put("tuning", tuning)
   timings["baseline_tuning_s"] = time.time() - t
   bar.update()
 
@@ -170,6 +209,12 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
   rl, curves, rl_meta = {}, {}, {}
   tune_rows = jnp.broadcast_to(tune_keys[None], eval_keys.shape)
   for name in c.variants:
+    hit = cache.get(f"rl/{name}")
+    if hit is not None:
+      rl[name], curves[name], rl_meta[name] = (_arrays(hit["rl"]), np.asarray(hit["curve"]),
+                                               hit["meta"])
+      bar.update()
+      continue
     tv = time.time()
     _, _, amode = _variant(name)
     env_v, p_v = make_rail(c.instance, action_mode=amode, pad=c.pad, reward_mode=c.reward_mode,
@@ -200,6 +245,7 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
     rl_meta[name] = {"selection_revenue": sel, "mode": "greedy" if greedy else "sampled",
                      "train_s": time.time() - tv, "updates": int(learner.num_updates),
                      "flattening": _flattening(curves[name].mean(0))}
+    cache.put(f"rl/{name}", {"rl": rl[name], "curve": curves[name], "meta": rl_meta[name]})
     bar.update()
   timings["rl_s"] = time.time() - t
 
@@ -207,7 +253,8 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
   t = time.time()
   base = {}
   fixed = {"nash": nash_lv, "monopoly": mono_lv}
-  for sc, ps_ in scenarios.items():
+  hit = cache.get("baselines")
+  for sc, ps_ in ({} if hit is not None else scenarios).items():
     for name in B.BASELINES:
       th = jnp.asarray(tuned[name], jnp.float32)
       base.setdefault(name, {})[sc] = _stack_seeds(
@@ -216,6 +263,9 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
       lvj = jnp.asarray(lv, jnp.int32)
       base.setdefault(name, {})[sc] = _stack_seeds(
           [evals["fixed"](eval_keys[s], lvj, ps_) for s in range(c.n_seeds)])
+  if hit is not None:
+    base = _arrays(hit)
+  cache.put("baselines", base)
   timings["evaluation_s"] = time.time() - t
   bar.update()
 
