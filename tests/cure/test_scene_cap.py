@@ -71,8 +71,8 @@ def test_gymnax_step_rewards_exact_f1():
   key = jax.random.PRNGKey(0)
   obs, state = env.reset(key, params)
   ref = env.reference_caption(state.scene)
-  _, _, r, done, info = env.step(key, state, ref, params)
-  assert float(r) == 1.0 and bool(done) and float(info["recall"]) == 1.0
+  _, _, r, terminated, _, info = env.step(key, state, ref, params)
+  assert float(r) == 1.0 and bool(terminated) and float(info["recall"]) == 1.0
   assert obs.tokens.shape == (env.obs_len,)
 
 

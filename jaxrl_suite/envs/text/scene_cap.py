@@ -54,6 +54,7 @@ class SceneCapParams:
   halluc_prob: float = 0.25      # each of `num_halluc` extra slots holds a hallucinated claim
   attr_error_prob: float = 0.3   # a hallucination is a true event with a wrong colour (else a
                                  # plausible event: true entity and attributes, random act/frame)
+  max_steps_in_episode: int = 1  # one caption per scene
 
 
 @struct.dataclass
