@@ -427,7 +427,7 @@ def analyse(config, res) -> tuple[list, dict, str]:
                   f"{fl_t / 1e9:.1f} / "
                   f"{np.mean(r['flops'].get('grpo', {}).get(s, np.nan)) / 1e9:.1f} |")
     md.append("")
-    flat_note = ("" if rising else " — not informative here: base accuracy is flat across sizes")
+    flat_note = ("" if rising else " — not informative here: base accuracy does not rise with size")
     # 1. Consistency check: fixed alpha = 1 on the teacher itself (optimum = pi_RL).
     if "direct_opd_fixed" in acc and teacher in acc["direct_opd_fixed"]:
       same_rl = acc["direct_opd_fixed"][teacher] - acc["grpo"][teacher]
@@ -447,7 +447,8 @@ def analyse(config, res) -> tuple[list, dict, str]:
           "(alpha fixed at 1)",
           "blog: 'exactly the same result as full RL' (not in the paper; a consistency check)",
           f"acc(Direct-OPD α=1 {teacher}) - acc(GRPO {teacher}) = {m_:+.3f} (adaptive α: "
-          f"{ad:+.3f}); α range during training [{min(a_curve):.3f}, {max(a_curve):.3f}]",
+          + (f"{ad:+.3f}" if np.isfinite(ad) else "not run") +
+          f"); α range during training [{min(a_curve):.3f}, {max(a_curve):.3f}]",
           verdict, (lo, hi),
           "At alpha = 1 with pi_S = pi_ref the Direct-OPD objective's optimum is pi_RL and its "
           "gradient equals vanilla OPD's toward pi_RL (unit-tested); adaptive alpha climbs to "
@@ -469,8 +470,9 @@ def analyse(config, res) -> tuple[list, dict, str]:
           "Δ: " + ", ".join(f"{s} {dd[s]['delta']:+.3f}" for s in sizes) +
           f"; {n_same}/{len(others)} larger sizes within tolerance{flat_note}", verdict, None,
           ("g_M and ρ_M in the table; raw margins shrink when headroom shrinks." if rising else
-           "Not informative: base accuracy is flat across sizes on this task, so every size "
-           "stops at the same decision and an equal margin is built into the testbed.")))
+           "Not informative: base accuracy does not rise with size on this task (flat, or not "
+           "monotone), so the test cannot tell a transferred margin from one built into the "
+           "testbed.")))
     # 3. Recovery of the per-target RL ceiling, and cost.
     if "grpo" in acc and all(s in acc["grpo"] for s in others):
       ceil_sig = all(stats.mean_ci(acc["grpo"][s] - acc["base"][s])[1] > 0 for s in others)
