@@ -87,6 +87,7 @@ def warm_start(config, env, p, cfg, workdir, progress=True):
   keyed.update(model=config.model.to_dict(), corpus=config.corpus.to_dict(),
                env=config.env.to_dict())
   h = hashlib.sha1(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:10]
+  os.makedirs(workdir, exist_ok=True)
   path = os.path.join(workdir, f"warm_{h}")
   like = lm_model.init_params(cfg, jax.random.PRNGKey(0))
   info = {"path": path}
