@@ -5,22 +5,14 @@ loaded from results/cure.json when it exists)."""
 from __future__ import annotations
 
 import os
+import sys
 
 import nbformat
-from nbformat import v4
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _md(text):
-  return v4.new_markdown_cell(text.strip("\n"))
-
-
-def _code(text, tags=()):
-  cell = v4.new_code_cell(text.strip("\n"))
-  if tags:
-    cell.metadata["tags"] = list(tags)
-  return cell
+sys.path.insert(0, HERE)
+from build_notebooks import _code, _md  # noqa: E402  (the shared cell helpers)
+from nbformat import v4  # noqa: E402
 
 
 def cure() -> nbformat.NotebookNode:
