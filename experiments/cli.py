@@ -9,8 +9,10 @@ from absl import flags
 
 from jaxrl_suite.core import cli as core_cli
 
-# Every script imports this module: each gets `--debug` (keep the traceback of a user error).
+# Every script imports this module: each gets `--debug` (keep the traceback of a user error) and
+# a short message for an unknown --config.x field instead of absl's traceback.
 core_cli.define_debug_flag()
+core_cli.install_override_error_hook()
 
 
 @contextlib.contextmanager

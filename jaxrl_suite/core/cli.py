@@ -164,6 +164,49 @@ def check_config_overrides(argv: Sequence[str], flag: str = "config") -> None:
       raise UserError(unknown_field_message(field, known, flag))
 
 
+def _config_default(flag: str) -> str | None:
+  try:
+    default = flags.FLAGS[flag].default
+  except KeyError:
+    return None
+  return default if isinstance(default, str) else None
+
+
+def install_override_error_hook(flag: str = "config") -> None:
+  """Scripts that call `absl.app.run` directly: an unknown `--config.x` makes ml_collections
+  raise inside absl's flag parsing, which prints a traceback. This `sys.excepthook` turns such an
+  uncaught error into the `check_config_overrides` message with exit status 2 (`--debug` keeps
+  the traceback). Uncaught exceptions only: tests and notebooks never reach it."""
+  previous = sys.excepthook
+
+  def hook(etype, value, tb):
+    frames = []
+    t = tb
+    while t is not None:
+      frames.append(t.tb_frame)
+      t = t.tb_next
+    from_overrides = any("config_flags" in f.f_code.co_filename for f in frames)
+    if from_overrides and "--debug" not in sys.argv:
+      argv = list(sys.argv)
+      # The config file: --config=..., else the flag's default (the error can come from
+      # DEFINE_config_file itself, which applies the overrides to its default at definition).
+      default = _config_default(flag) or next(
+          (f.f_locals.get("default") for f in frames if f.f_code.co_name == "DEFINE_config_file"
+           and isinstance(f.f_locals.get("default"), str)), None)
+      if _config_arg(argv, flag) is None and default:
+        argv.append(f"--{flag}={default}")
+      try:
+        check_config_overrides(argv, flag)
+      except UserError as e:
+        print(f"error: {short_message(e)}", file=sys.stderr)
+        sys.exit(USAGE_EXIT)
+      except Exception:  # the check itself failed: fall back to the original traceback
+        pass
+    previous(etype, value, tb)
+
+  sys.excepthook = hook
+
+
 # ------------------------------------------------------------------------------ entry point
 
 def run(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,

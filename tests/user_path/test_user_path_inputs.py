@@ -140,3 +140,14 @@ def test_no_pickle_in_the_package(repo_root):
           if "import pickle" in text or "pickle.load" in text or "allow_pickle=True" in text:
             offenders.append(os.path.join(dirpath, name))
   assert not offenders, offenders
+
+
+def test_unknown_config_field_in_a_script_is_two_lines(repo_root, tmp_path):
+  # The error comes from inside absl's flag parsing (DEFINE_config_file applies the overrides).
+  out = subprocess.run([sys.executable, "-m", "experiments.serving_routing", "--quick",
+                        "--config.ppo.learning_rate=3", f"--workdir={tmp_path}"],
+                       capture_output=True, text=True, cwd=repo_root, timeout=300)
+  assert out.returncode == 2, out.stderr[-3000:]
+  err = out.stderr.strip()
+  assert "Traceback" not in err and len(err.splitlines()) <= 2, err
+  assert "--config.ppo.learning_rate: unknown field; did you mean ppo.lr?" in err
