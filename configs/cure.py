@@ -54,7 +54,7 @@ def get_config(arg=None):
   # Verifier-noise sweep: exact verifier with false-reject rate r and false-accept rate eps;
   # predicted hacking threshold eps > 1 - r.
   c.noise_reject = 0.3
-  c.noise_eps_grpo = (0.9,)   # above the threshold 1 - r = 0.7 (CPU budget: one run)
+  c.noise_eps_grpo = (0.3, 0.9)   # one run below and one above the threshold 1 - r = 0.7
   c.noise_eps_grid = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
   c.noise_draws = 64
   if c.quick:
