@@ -32,6 +32,7 @@ import time
 from absl import app, flags
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 from ml_collections import config_flags
 from tqdm import tqdm
@@ -79,8 +80,7 @@ def _learner(c, env, params, name):
   for k, v in c.rl.items():
     cfg[k] = v
   cfg.multi_agent = mode
-  ac = c.agent.copy_and_resolve_references()
-  ac.attention = att
+  ac = ml_collections.ConfigDict(dict(c.agent.to_dict(), attention=att))  # --config is locked
   agent = rail_features.for_env(env, params, ac, centralised=mode == "mappo")
   return ppo.make_learner(cfg, env, params, agent=agent), agent
 
