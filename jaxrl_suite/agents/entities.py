@@ -30,11 +30,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_suite.algos.agent import ZERO, Agent, Eval, Step, no_carry
-from jaxrl_suite.core import losses
+from jaxrl_suite.algos.agent import Agent, feed_forward
 from jaxrl_suite.core.initializers import orthogonal
 from jaxrl_suite.core.losses import MASKED_LOGIT
-from jaxrl_suite.core.networks import apply_action_mask
 
 
 class SetEncoder(nn.Module):
@@ -154,31 +152,10 @@ def make(num_actions: int, obs_shape, embed_dim: int = 32, num_heads: int = 2,
   def init(key, obs):
     return net.init(key, *inputs(obs))
 
-  def act(params, carry, obs, done_prev, key, mask=None):
-    del done_prev
-    logits, value = apply(params, obs)
-    logits = apply_action_mask(logits, mask)
-    action = jax.random.categorical(key, logits)
-    return Step(carry, action, losses.categorical_log_prob(logits, action), value, obs, {})
-
-  def evaluate(params, carry0, seq):
-    del carry0
-    logits, value = apply(params, seq.record)
-    logits = apply_action_mask(logits, seq.mask)
-    return Eval(losses.categorical_log_prob(logits, seq.action),
-                losses.categorical_entropy(logits), value, ZERO)
-
-  def value(params, carry, obs):
-    del carry
-    return apply(params, obs)[1]
-
-  def policy(params, obs, key, mask=None, greedy: bool = False):
-    """Single-agent rows: obs [..., K * F] or [..., K, F] -> action [...]."""
-    if obs.ndim >= 2 and tuple(obs.shape[-2:]) == (k_ent, f):
+  def single(params, obs):
+    """Single-agent rows [..., K * F] or [..., K, F]."""
+    if not isinstance(obs, dict) and obs.ndim >= 2 and tuple(obs.shape[-2:]) == (k_ent, f):
       obs = obs.reshape(obs.shape[:-2] + (-1,))
-    logits, _ = apply(params, obs.astype(jnp.float32))
-    logits = apply_action_mask(logits, mask)
-    return jnp.argmax(logits, -1) if greedy else jax.random.categorical(key, logits)
+    return apply(params, obs)
 
-  return Agent(init, no_carry, act, evaluate, value, module=net,
-               policy=None if centralised else policy)
+  return feed_forward(init, single, net, single_agent_policy=not centralised)

@@ -11,12 +11,10 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from jaxrl_suite.algos.agent import ZERO, Agent, Eval, Step, no_carry
-from jaxrl_suite.core import losses
+from jaxrl_suite.algos.agent import Agent, feed_forward
 from jaxrl_suite.core.initializers import orthogonal
-from jaxrl_suite.core.networks import MLP, ActorCritic, apply_action_mask
+from jaxrl_suite.core.networks import MLP, ActorCritic
 
 
 def own_input(obs, obs_ndim: int) -> jax.Array:
@@ -26,6 +24,11 @@ def own_input(obs, obs_ndim: int) -> jax.Array:
   o = obs["obs"]
   o = o.reshape(o.shape[:o.ndim - obs_ndim] + (-1,))
   return jnp.concatenate([o, obs["agent_id"]], -1)
+
+
+def global_input(obs) -> jax.Array:
+  """[B, N * D + N] centralised-critic input: every agent's observation and the agent id."""
+  return jnp.concatenate([obs["global"], obs["agent_id"]], -1)
 
 
 class CentralisedActorCritic(nn.Module):
@@ -48,41 +51,14 @@ def make(num_actions: int, hidden_sizes=(64, 64), activation: str = "tanh",
   """The MLP agent (record = the observation rows)."""
   if centralised:
     net = CentralisedActorCritic(num_actions, tuple(hidden_sizes), activation)
-    apply = lambda p, obs: net.apply(p, own_input(obs, obs_ndim),
-                                     jnp.concatenate([obs["global"], obs["agent_id"]], -1))
+    apply = lambda p, obs: net.apply(p, own_input(obs, obs_ndim), global_input(obs))
   else:
     net = ActorCritic(num_actions, tuple(hidden_sizes), activation)
     apply = lambda p, obs: net.apply(p, own_input(obs, obs_ndim))
 
   def init(key, obs):
     if centralised:
-      return net.init(key, own_input(obs, obs_ndim),
-                      jnp.concatenate([obs["global"], obs["agent_id"]], -1))
+      return net.init(key, own_input(obs, obs_ndim), global_input(obs))
     return net.init(key, own_input(obs, obs_ndim))
 
-  def act(params, carry, obs, done_prev, key, mask=None):
-    del done_prev
-    logits, value = apply(params, obs)
-    logits = apply_action_mask(logits, mask)
-    action = jax.random.categorical(key, logits)
-    return Step(carry, action, losses.categorical_log_prob(logits, action), value, obs, {})
-
-  def evaluate(params, carry0, seq):
-    del carry0
-    logits, value = apply(params, seq.record)
-    logits = apply_action_mask(logits, seq.mask)
-    return Eval(losses.categorical_log_prob(logits, seq.action),
-                losses.categorical_entropy(logits), value, ZERO)
-
-  def value(params, carry, obs):
-    del carry
-    return apply(params, obs)[1]
-
-  def policy(params, obs, key, mask=None, greedy: bool = False):
-    """Heuristic-policy signature: obs [..., D] -> action [...] (single-agent rows)."""
-    logits, _ = net.apply(params, obs.reshape(obs.shape[:-1] + (-1,)).astype(jnp.float32))
-    logits = apply_action_mask(logits, mask)
-    return jnp.argmax(logits, -1) if greedy else jax.random.categorical(key, logits)
-
-  return Agent(init, no_carry, act, evaluate, value, module=net,
-               policy=None if centralised else policy)
+  return feed_forward(init, apply, net, single_agent_policy=not centralised)

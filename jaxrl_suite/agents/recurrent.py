@@ -15,7 +15,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxrl_suite.agents.mlp import own_input
+from jaxrl_suite.agents.mlp import global_input, own_input
 from jaxrl_suite.algos.agent import ZERO, Agent, Eval, Step
 from jaxrl_suite.core import losses
 from jaxrl_suite.core.initializers import orthogonal
@@ -45,9 +45,8 @@ def make(num_actions: int, hidden_size: int = 128, torso_sizes=(64,), activation
          obs_ndim: int = 1, centralised: bool = False) -> Agent:
   if centralised:
     net = CentralisedGRU(num_actions, hidden_size, tuple(torso_sizes), activation)
-    cell = lambda p, h, obs, reset: net.apply(
-        p, h, own_input(obs, obs_ndim), jnp.concatenate([obs["global"], obs["agent_id"]], -1),
-        reset)
+    cell = lambda p, h, obs, reset: net.apply(p, h, own_input(obs, obs_ndim),
+                                              global_input(obs), reset)
   else:
     net = GRUActorCritic(num_actions, hidden_size, tuple(torso_sizes), activation)
     cell = lambda p, h, obs, reset: net.apply(p, h, own_input(obs, obs_ndim), reset)
@@ -59,8 +58,7 @@ def make(num_actions: int, hidden_size: int = 128, torso_sizes=(64,), activation
     b = jax.tree.leaves(obs)[0].shape[0]
     reset = jnp.ones(b, bool)
     if centralised:
-      return net.init(key, initial_carry(b), own_input(obs, obs_ndim),
-                      jnp.concatenate([obs["global"], obs["agent_id"]], -1), reset)
+      return net.init(key, initial_carry(b), own_input(obs, obs_ndim), global_input(obs), reset)
     return net.init(key, initial_carry(b), own_input(obs, obs_ndim), reset)
 
   def act(params, carry, obs, done_prev, key, mask=None):

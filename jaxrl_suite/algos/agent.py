@@ -64,3 +64,42 @@ def no_carry(batch: int):
 
 
 ZERO = jnp.zeros((), jnp.float32)
+
+
+def feed_forward(init: Callable, apply: Callable, module: Any = None,
+                 single_agent_policy: bool = True) -> Agent:
+  """A feed-forward categorical agent from `apply(params, obs) -> (logits [B, A], value [B])`.
+
+  record = the observation rows; act samples from the masked logits; evaluate re-scores the
+  recorded actions; `policy(params, obs, key, mask=None, greedy=False)` has the heuristic-
+  policy signature (single-agent observations; None when `single_agent_policy` is False).
+  """
+  from jaxrl_suite.core import losses
+  from jaxrl_suite.core.networks import apply_action_mask
+
+  def act(params, carry, obs, done_prev, key, mask=None):
+    del done_prev
+    logits, value = apply(params, obs)
+    logits = apply_action_mask(logits, mask)
+    action = jax.random.categorical(key, logits)
+    return Step(carry, action, losses.categorical_log_prob(logits, action), value, obs, {})
+
+  def evaluate(params, carry0, seq):
+    del carry0
+    logits, value = apply(params, seq.record)
+    logits = apply_action_mask(logits, seq.mask)
+    return Eval(losses.categorical_log_prob(logits, seq.action),
+                losses.categorical_entropy(logits), value, ZERO)
+
+  def value(params, carry, obs):
+    del carry
+    return apply(params, obs)[1]
+
+  def policy(params, obs, key, mask=None, greedy: bool = False):
+    """obs [..., D] -> action [...]."""
+    logits, _ = apply(params, obs.reshape(obs.shape[:-1] + (-1,)).astype(jnp.float32))
+    logits = apply_action_mask(logits, mask)
+    return jnp.argmax(logits, -1) if greedy else jax.random.categorical(key, logits)
+
+  return Agent(init, no_carry, act, evaluate, value, module=module,
+               policy=policy if single_agent_policy else None)

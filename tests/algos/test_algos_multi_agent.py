@@ -14,7 +14,8 @@ OPTIMUM = 2 * 2.0   # team return: 2 live agents x meet_reward
 GREEDY = 2 * 0.5    # both grab the immediate reward
 
 
-@pytest.mark.parametrize("agent,mode", [("mlp", "ippo"), ("mlp", "mappo"),
+@pytest.mark.parametrize("agent,mode", [("mlp", "mappo"),
+                                        pytest.param("mlp", "ippo", marks=pytest.mark.slow),
                                         pytest.param("gru", "mappo", marks=pytest.mark.slow)])
 def test_ippo_and_mappo_reach_the_coordination_optimum(agent, mode):
   """Budget: 40 updates of 16 envs x 16 steps (x 3 agent slots, 1 masked)."""

@@ -37,7 +37,8 @@ REFERENCE = {
 }
 
 
-@pytest.mark.parametrize("module", [ppo, reinforce], ids=["ppo", "reinforce"])
+@pytest.mark.parametrize("module", [ppo, pytest.param(reinforce, marks=pytest.mark.slow)],
+                         ids=["ppo", "reinforce"])
 def test_mlp_agent_reproduces_the_pre_interface_learner(module):
   c = module.default_config()
   assert c.agent == "mlp"
