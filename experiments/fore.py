@@ -834,6 +834,17 @@ def _plot(R, path):
 
 
 def run(config, quick: bool, workdir: str, results_dir=None) -> dict:
+  """The whole reproduction in float64; the process's previous x64 setting is restored after
+  (a caller in the same process, e.g. another test, must not inherit int64/float64 defaults)."""
+  import jax
+  was_x64 = bool(jax.config.read("jax_enable_x64"))
+  try:
+    return _run(config, quick, workdir, results_dir)
+  finally:
+    jax.config.update("jax_enable_x64", was_x64)
+
+
+def _run(config, quick: bool, workdir: str, results_dir=None) -> dict:
   from configs import fore as fore_config
   fore_config.validate(config)
   jax = _jax()

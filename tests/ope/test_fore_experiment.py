@@ -33,7 +33,11 @@ def test_tiny_end_to_end(tmp_path):
                 family_seeds=10, sweep_seeds=10, dope_policies=5, dope_traj=20, dope_horizon=20,
                 dope_seeds=3, dope_fqe_iters=50, cartpole_episodes=6, cartpole_mc_episodes=50,
                 cartpole_boot=20))
+  import jax
+  was_x64 = jax.config.read("jax_enable_x64")
   R = exp.run(c, quick=True, workdir=str(tmp_path / "wd"), results_dir=str(tmp_path / "res"))
+  # the run's float64 mode does not leak into later tests in the same process
+  assert jax.config.read("jax_enable_x64") == was_x64
   rec = json.load(open(tmp_path / "res" / "fore.json"))
   validate_record(rec)
   assert rec["mode"] == "quick"
