@@ -13,14 +13,14 @@ from jaxrl_suite.envs.rail import emsr, evaluate as E, forecast, lp, make_rail
 
 
 def test_emsr_b_two_class_hand_case():
-  # r1 = 100, r2 = 60, mu1 = 20, sigma1 = 5: y1 = 20 + 5 * Phi^-1(1 - 0.6) = 21.2667
+  # r1 = 100, r2 = 60, mu1 = 20, sigma1 = 5: y1 = 20 + 5 * Phi^-1(1 - 0.6) = 18.733
   y = emsr.protection_levels(jnp.array([100.0, 60.0]), jnp.array([20.0, 30.0]),
                              jnp.array([5.0, 6.0]))
   np.testing.assert_allclose(float(y[0]), 20 + 5 * norm.ppf(0.4), rtol=1e-5)
-  # capacity 50: booking limit of class 2 = 50 - 21.27 -> class 2 open; capacity 21: closed
+  # capacity 50: booking limit of class 2 = 50 - 18.73 -> open; capacity 19: limit 0.27 < 1 seat
   assert int(emsr.lowest_open(50.0, jnp.array([100.0, 60.0]), jnp.array([20.0, 30.0]),
                               jnp.array([5.0, 6.0]))) == 1
-  assert int(emsr.lowest_open(21.0, jnp.array([100.0, 60.0]), jnp.array([20.0, 30.0]),
+  assert int(emsr.lowest_open(19.0, jnp.array([100.0, 60.0]), jnp.array([20.0, 30.0]),
                               jnp.array([5.0, 6.0]))) == 0
 
 

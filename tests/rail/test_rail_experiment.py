@@ -21,6 +21,7 @@ def test_config_validation_names_the_field():
     cfg.validate(c)
 
 
+@pytest.mark.slow   # ~3-4 CPU-min: ~30 XLA compiles (6 baseline families, 2 RL variants)
 def test_quick_run_writes_a_valid_record(tmp_path):
   import configs.rail_pricing as cfg
   from experiments import rail_pricing
