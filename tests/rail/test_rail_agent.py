@@ -51,8 +51,11 @@ def test_mlp_ablation_ignores_other_trains_tokens():
   rows = _rows()
   params = ag.init(jax.random.PRNGKey(0), rows)
   a = ag.module.apply(params, *_inputs(ag, rows))[0]
+  from jaxrl_suite.envs.rail import field_slice
   eye = np.eye(9, dtype=bool)[..., None]
-  noisy = jnp.where(eye, rows["obs"], rows["obs"] + 0.5)          # change every other token
+  feat = np.arange(rows["obs"].shape[-1]) < field_slice("relation").start
+  # change every feature of every other train's token (relations and validity stay consistent)
+  noisy = jnp.where(eye | ~feat, rows["obs"], rows["obs"] + 0.5)
   b = ag.module.apply(params, *_inputs(ag, dict(rows, obs=noisy)))[0]
   np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6)
 
