@@ -29,8 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_suite.agents.entities import SetEncoder, pool
-from jaxrl_suite.algos.agent import ZERO, Agent, Eval, Step, no_carry
-from jaxrl_suite.core import losses
+from jaxrl_suite.algos.agent import Agent, feed_forward
 from jaxrl_suite.core.initializers import orthogonal
 from jaxrl_suite.core.networks import apply_action_mask
 
@@ -104,24 +103,6 @@ def make(num_actions: int, obs_shape, *, valid_col: int, type_col: int, self_col
   def init(key, obs):
     return net.init(key, *inputs(obs))
 
-  def act(params, carry, obs, done_prev, key, mask=None):
-    del done_prev
-    logits, value = apply(params, obs)
-    logits = apply_action_mask(logits, mask)
-    action = jax.random.categorical(key, logits)
-    return Step(carry, action, losses.categorical_log_prob(logits, action), value, obs, {})
-
-  def evaluate(params, carry0, seq):
-    del carry0
-    logits, value = apply(params, seq.record)
-    logits = apply_action_mask(logits, seq.mask)
-    return Eval(losses.categorical_log_prob(logits, seq.action),
-                losses.categorical_entropy(logits), value, ZERO)
-
-  def value(params, carry, obs):
-    del carry
-    return apply(params, obs)[1]
-
   def policy(params, obs, key, mask=None, greedy: bool = False):
     """obs: one env's [N, K, F] tokens (leading axes allowed) -> actions [..., N]; the actor
     reads only each train's own row, so no global view is needed."""
@@ -136,7 +117,8 @@ def make(num_actions: int, obs_shape, *, valid_col: int, type_col: int, self_col
     del lead
     return jnp.argmax(logits, -1) if greedy else jax.random.categorical(key, logits)
 
-  return Agent(init, no_carry, act, evaluate, value, module=net, policy=policy)
+  # act / evaluate / value from the shared feed-forward helper; the policy reads [N, K, F] rows
+  return feed_forward(init, apply, net, single_agent_policy=False)._replace(policy=policy)
 
 
 def for_env(env, params, config, centralised: bool) -> Agent:
