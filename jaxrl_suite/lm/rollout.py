@@ -248,6 +248,22 @@ def _cur_segment(arr, seg):
   return jnp.take_along_axis(arr, seg[:, None, None], axis=1)[:, 0]
 
 
+def _step_envs(env, env_params, env_keys, t, state, obs, act, stepped):
+  """Steps every env (keys fold_in(env_key, t + 1)) and keeps the new obs/state only where
+  `stepped`. Returns (obs, state, reward, terminated, truncated, info, state_key), masked."""
+  b = act.shape[0]
+  skey_pre = jax.vmap(env.state_key, in_axes=(0, None))(state, env_params)
+  env_k = jax.vmap(jax.random.fold_in, in_axes=(0, None))(env_keys, t + 1)
+  obs2, state2, rew, term, info = jax.vmap(env.step_env, in_axes=(0, 0, 0, None))(
+      env_k, state, act, env_params)
+  trunc = jax.vmap(env.is_truncated, in_axes=(0, None))(state2, env_params)
+  sel = lambda new, old: jax.tree.map(
+      lambda x, y: jnp.where(stepped.reshape((b,) + (1,) * (x.ndim - 1)), x, y), new, old)
+  skey = info.get("state_key", skey_pre) if isinstance(info, dict) else skey_pre
+  return (sel(obs2, obs), sel(state2, state), jnp.where(stepped, rew, 0.0).astype(jnp.float32),
+          term & stepped, trunc & stepped, info, jnp.asarray(skey, jnp.int32))
+
+
 def multi_turn_rollout(cfg: lm_model.LMConfig, params: Any, env: text_base.TextEnvironment,
                        env_params: Any, key: jax.Array, num_envs: int, rcfg: RolloutConfig,
                        *, group_size: int = 1,
@@ -443,25 +459,14 @@ def multi_turn_rollout(cfg: lm_model.LMConfig, params: Any, env: text_base.TextE
     kind = jnp.where(t == 0, KIND_TASK, KIND_OBS).astype(jnp.int8)
     c = append_block(c, obs.tokens, obs.length, active, kind, t)
     c, act, last = generate(c, k_act, a, eoa, KIND_ACTION, t, active, True)
-    skey_pre = jax.vmap(env.state_key, in_axes=(0, None))(state, env_params)
-    env_k = jax.vmap(jax.random.fold_in, in_axes=(0, None))(env_keys, t + 1)
-    obs2, state2, rew, term, info = jax.vmap(env.step_env, in_axes=(0, 0, 0, None))(
-        env_k, state, act, env_params)
-    trunc = jax.vmap(env.is_truncated, in_axes=(0, None))(state2, env_params)
     trig = jnp.zeros((b,), bool)
     if comp is not None and comp.agent_trigger_id is not None:
       trig = active & (act[:, 0] == comp.agent_trigger_id)
-    stepped = active & ~trig
-    sel = lambda new, old: jax.tree.map(
-        lambda x, y: jnp.where(stepped.reshape((b,) + (1,) * (x.ndim - 1)), x, y), new, old)
-    state = sel(state2, state)
-    obs = sel(obs2, obs)
-    rew = jnp.where(stepped, rew, 0.0)
-    term, trunc = term & stepped, trunc & stepped
-    skey = info.get("state_key", skey_pre) if isinstance(info, dict) else skey_pre
-    out = dict(rewards=rew.astype(jnp.float32), terminated=term, truncated=trunc,
+    obs, state, rew, term, trunc, info, skey = _step_envs(env, env_params, env_keys, t, state,
+                                                          obs, act, active & ~trig)
+    out = dict(rewards=rew, terminated=term, truncated=trunc,
                turn_valid=active, actions=act, action_end=jnp.where(active, last, -1),
-               state_key=jnp.asarray(skey, jnp.int32), info=info, compacted=overflow)
+               state_key=skey, info=info, compacted=overflow)
     return (c, obs, state, done | term | trunc, trig), out
 
   kz = lambda dt: jnp.zeros((b, k_seg, wp), dt)
@@ -540,19 +545,11 @@ def scripted_rollout(env: text_base.TextEnvironment, env_params: Any, key: jax.A
     turn = put(turn, pos, jnp.full((b, a), t, jnp.int32), va)
     last = jnp.where(active, pos + n - 1, -1)
     pos = pos + jnp.where(active, n, 0)
-    skey_pre = jax.vmap(env.state_key, in_axes=(0, None))(state, env_params)
-    env_k = jax.vmap(jax.random.fold_in, in_axes=(0, None))(env_keys, t + 1)
-    obs2, state2, rew, term, info = jax.vmap(env.step_env, in_axes=(0, 0, 0, None))(
-        env_k, state, act, env_params)
-    trunc = jax.vmap(env.is_truncated, in_axes=(0, None))(state2, env_params)
-    sel = lambda new, old: jax.tree.map(
-        lambda x, y: jnp.where(active.reshape((b,) + (1,) * (x.ndim - 1)), x, y), new, old)
-    skey = info.get("state_key", skey_pre) if isinstance(info, dict) else skey_pre
-    out = dict(rewards=jnp.where(active, rew, 0.0).astype(jnp.float32),
-               terminated=term & active, truncated=trunc & active, turn_valid=active,
-               actions=act, action_end=last, state_key=jnp.asarray(skey, jnp.int32), info=info)
-    return (toks, kind, turn, pos, sel(obs2, obs), sel(state2, state),
-            done | ((term | trunc) & active)), out
+    obs, state, rew, term, trunc, info, skey = _step_envs(env, env_params, env_keys, t, state,
+                                                          obs, act, active)
+    out = dict(rewards=rew, terminated=term, truncated=trunc, turn_valid=active,
+               actions=act, action_end=last, state_key=skey, info=info)
+    return (toks, kind, turn, pos, obs, state, done | term | trunc), out
 
   z = lambda dt: jnp.zeros((b, wp), dt)
   init = (z(jnp.int32), z(jnp.int8), z(jnp.int32) - 1, jnp.zeros((b,), jnp.int32), obs, state,
