@@ -11,7 +11,7 @@ import nbformat
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from build_notebooks import _code, _md  # noqa: E402  (the shared cell helpers)
+from build_notebooks import _code, _md, with_setup  # noqa: E402  (shared cell helpers)
 from nbformat import v4  # noqa: E402
 
 
@@ -27,11 +27,7 @@ environment, the rewards, and why the holistic proxies are hackable while the cl
 not (unless the verifier is too noisy). The full GRPO study is `python -m experiments.cure`.
 """),
       _code(r"""
-%pip install -q -e ..
-""", tags=("skip-execution",)),
-      _code(r"""
-import os, sys, json
-sys.path.insert(0, os.path.abspath(".."))
+import json
 import jax, jax.numpy as jnp, numpy as np
 import matplotlib.pyplot as plt
 from jaxrl_suite.envs.text import scene_cap as sc
@@ -95,7 +91,7 @@ plt.ylabel("E[change of precision]"); plt.legend(); plt.show()
 True F1 under each training reward vs GRPO step (mean over seeds).
 """),
       _code(r"""
-path = os.path.join("..", "results", "cure.json")
+path = os.path.join(ROOT or ".", "results", "cure.json")
 if os.path.exists(path):
   rec = json.load(open(path))
   steps = rec["steps"]
@@ -111,7 +107,9 @@ else:
   ]
   for i, cell in enumerate(cells):
     cell["id"] = f"cell-{i:02d}"
-  nb = v4.new_notebook(cells=cells)
+  nb = with_setup(v4.new_notebook(cells=cells))
+  for i, cell in enumerate(nb.cells):
+    cell["id"] = f"cell-{i:02d}"
   nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                "language": "python"}
   nb.metadata["language_info"] = {"name": "python"}
