@@ -266,6 +266,11 @@ def make_claims(det: dict, ev: dict, curves: dict, methods: list) -> tuple[list,
       ch = [100 * (x - 1) for x in r]                  # % change of neglect events (< 0: fewer)
       v = ("reproduced" if ch[2] <= -72 else "partly reproduced" if ch[2] < 0 else
            "contradicted" if ch[1] > 0 else "inconclusive")
+      # A policy that stops acting usefully has no neglect either: fewer neglect events only
+      # count when success did not fall (guard added after the e1057bf run, where stapo_only
+      # reached 0.2 events / 100 steps at 0% success).
+      if v in ("reproduced", "partly reproduced") and succ[i[m]].mean() < succ[i[ref]].mean():
+        v = "inconclusive"
       claims.append(results_lib.claim(
           f"{m} vs {ref}: change of neglect events per 100 steps", "-72%",
           f"{ch[0]:+.1f}% ({neg[i[m]].mean():.1f} vs {neg[i[ref]].mean():.1f})", v,
