@@ -14,7 +14,7 @@ from jaxrl_suite.core import results as results_lib
 def test_validate_names_the_field():
   c = cure_config.get_config()
   cure_config.validate(c)
-  c.grpo_steps = 25
+  c.grpo_steps = c.eval_every * 3 + 1
   with pytest.raises(ValueError, match="grpo_steps"):
     cure_config.validate(c)
   c = cure_config.get_config()
