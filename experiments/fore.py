@@ -2,7 +2,7 @@ r"""Reproduction: FORE (ratio-realizable OPE = linear MWL / IV-LSTDQ) vs the blo
 
 Claim under test: "fitted off-policy evaluation converges when the occupancy ratio d_pi/d_mu is
 representable in the hypothesis class -- that single condition is enough (no Bellman completeness,
-no operator stability)". Design doc: shared/design/fore.md; numpy reference fore_reference.py.
+no operator stability)". Background: docs/fore.md.
 
 Sections (all float64):
   A. hub-and-spoke MDP: population values (FORE exact, FQE spectral radius, BRM and LSTDQ(psi)

@@ -10,7 +10,7 @@ Transition-based (same array conventions as `fore.py`: phi, phi_next, rewards, w
   dualdice    linear DualDICE (Nachum et al. 2019): the saddle point of
               min_ν max_ζ E_n[(ν - γ ν') ζ - ζ²/2] - (1-γ) E[ν(s0)] with ν = φ^T β, ζ = φ^T α,
               solved from its KKT system [[Σ, -A], [-A^T, 0]] [α; β] = [0; -(1-γ) ν0].
-  gradientdice linear GradientDICE (Zhang, Liu & Whiteson 2020), KKT system of fore.md §2.
+  gradientdice linear GradientDICE (Zhang, Liu & Whiteson 2020), KKT system of the FORE design notes.
 Trajectory-based (arrays (N, H): rewards, pi_probs = π(a_t|s_t), mu_probs = μ(a_t|s_t), mask):
   is_estimate / wis / pdis / wpdis / doubly_robust (Precup 2000; Jiang & Li 2016).
 These estimate the H-truncated value Σ_{t<H} γ^t r_t (bias ≤ γ^H r_max/(1-γ)).
@@ -102,7 +102,7 @@ def dualdice(phi, phi_next, rewards, weights, nu0, gamma) -> tuple[Array, Array]
 
 
 def gradientdice(phi, phi_next, rewards, weights, nu0, gamma, lam: float = 1.0):
-  """Linear GradientDICE via its KKT system (fore.md §2). Returns (value, tau coeffs β, θ, η).
+  """Linear GradientDICE via its KKT system (FORE design notes). Returns (value, tau coeffs β, θ, η).
 
   Unknowns (β: ratio τ = φ^T β, θ: critic f = φ^T θ, η: normalisation multiplier):
     -A^T β - Σ θ = -(1-γ) ν0;   φ̄^T β - η = 1;   -A θ + λ η φ̄ = 0.

@@ -1,6 +1,6 @@
 """FORE: closed-form ratio-realizable off-policy evaluation (linear MWL / IV-LSTDQ).
 
-"FORE" is the name used here for the estimator of design doc `fore.md` §3. Its honest name is
+"FORE" is the name used here for the estimator of the FORE design notes (docs/fore.md). Its honest name is
 **linear MWL / IV-LSTDQ**: with instruments z (the ratio class) and value features x,
 
     A = E_n[z (x - γ x'_π)^T],  b = E_n[z r],  θ = A^{-1} b,  u = A^{-T} ν0,  J = ν0^T θ,
@@ -8,7 +8,7 @@
 and the fitted occupancy ratio is ŵ(s, a) = (1 - γ) z(s, a)^T u. With z = x = φ this is exactly
 LSTDQ, linear MWL, MQL and (linear) DualDICE: all give the same number.
 
-It is consistent under THREE assumptions, not one (fore.md §6):
+It is consistent under THREE assumptions, not one (FORE design notes):
   1. realizability: the ratio w = d_π / d_μ lies in span(z) **or** Q^π lies in span(x);
   2. identification: A (population) is nonsingular -- its variance grows like ||A^{-1}||²;
   3. coverage: E_μ[w² δ²] < ∞ (δ: TD error at the fitted fixed point), i.e. finite
@@ -84,7 +84,7 @@ class ForeResult:
     mean_w: E_n[ŵ]; exactly 1 when the constant is in span(φ) and ridge = 0.
     value_gap: Ĵ_θ - Ĵ_ratio with Ĵ_ratio = E_n[ŵ r]/(1 - γ). Both use the same (ridged) A, so
       this is an algebraic identity (ν0^T A_λ^{-1} b = u^T b) and only measures solver round-off;
-      fore.md §3.3 expects it nonzero for ridge > 0, which does not hold -- use moment_residual.
+      the FORE design notes expect it nonzero for ridge > 0, which does not hold -- use moment_residual.
     moment_residual: max |A_n^T α - (1 - γ) ν0| with the unregularised A_n: the MWL moment
       equations' violation; 0 (round-off) at ridge 0, O(λ) with ridge.
     n: total weight Σ m.
@@ -298,7 +298,7 @@ def check_conditioning(result, dtype=None, on_ill_conditioned: str = "raise",
     numerical:   cond(A_n) > conditioning_thresholds(dtype, rel_sigma_floor)[1]
                  = min(1/(100 eps), 1/rel_sigma_floor) -- A_n itself is singular;
     statistical: ident_t = sigma_min(A_n)/se(sigma_min) < min_ident_t -- the population A may be
-                 singular and sampling noise alone made A_n invertible (fore.md §4.3: at the
+                 singular and sampling noise alone made A_n invertible (the FORE design notes: at the
                  singular point of the C1 path, cond(A_n) is ~1e2 at n = 1e4 yet the error is 3x J).
   A warning (never an error) is also issued when cond(A_n) > 1/sqrt(eps) (float rounding).
 

@@ -1,6 +1,6 @@
 """Tabular OPE problems with features: the hub-and-spoke counterexample and random families.
 
-Conventions (as in design doc `fore.md` and `fore_reference.py`):
+Conventions (as in the FORE design notes (docs/fore.md)):
   pair index x = s * A + a;  value J = E_{s0~d0, a0~π}[Σ_t γ^t r_t] (unnormalised);
   d_π(s, a) = (1 - γ) Σ_t γ^t Pr_π(s_t = s, a_t = a) (normalised discounted occupancy);
   data: (s, a) ~ d_μ, s' ~ P(.|s, a), r = R(s, a); the ratio is w = d_π / d_μ;
@@ -134,7 +134,7 @@ def population_brm(phi, dmu, ex, gamma) -> float:
 
 
 # ----------------------------------------------------------------------------------------------
-# the hub-and-spoke counterexample (fore.md §4.1)
+# the hub-and-spoke counterexample (FORE design notes)
 # ----------------------------------------------------------------------------------------------
 HUB_J = 45.0 / 38.0
 HUB_WTILDE = np.array([4.0, 4.0, 8.0, 8.0, 2.0, 1.0])
@@ -184,7 +184,7 @@ def hub_singular_t() -> float:
 
 
 # ----------------------------------------------------------------------------------------------
-# random families (fore.md §4.2)
+# random families (FORE design notes)
 # ----------------------------------------------------------------------------------------------
 # name: (S, A, d, gamma, Dirichlet conc. of P, conc. of state sampling nu, pi temp, mu temp)
 FAMILIES = {
@@ -228,7 +228,7 @@ def random_mdp(rng: np.random.Generator, family: str = "moderate") -> TabularPro
 
 def random_singular_path(prob: TabularProblem):
   """Part C2: returns f(t) -> features [φ, g_t], g_t = (1-t) g0 + t g*, with det A_1 = 0 while the
-  ratio stays in span(φ) for all t (fore.md §4.3)."""
+  ratio stays in span(φ) for all t (FORE design notes)."""
   ex = problem_exact(prob)
   nsa = prob.phi.shape[0]
   dt = prob.dmu[:, None] * (np.eye(nsa) - prob.gamma * ex["Ppi"])

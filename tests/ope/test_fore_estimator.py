@@ -1,7 +1,7 @@
 """FORE estimator: population exactness, numpy reference, CIs, batching, chunking, checks.
 
 float64 via `jax.enable_x64(True)` (jax 0.10 spelling of the x64 context). Population values come
-from design doc fore.md §4 (deterministic); finite-n thresholds from its tables.
+from the FORE design notes (docs/fore.md) (deterministic); finite-n thresholds from its tables.
 """
 
 import warnings
@@ -24,7 +24,7 @@ def x64():
 
 
 def np_fore(z, x, xn, r, c, nu0, gamma, ridge=0.0):
-  """numpy reference (verbatim algebra of fore_reference.fore_estimate)."""
+  """numpy reference (the closed-form algebra, written independently in numpy)."""
   n = c.sum()
   d = z.shape[1]
   a = (z * c[:, None]).T @ (x - gamma * xn) / n
@@ -53,9 +53,9 @@ def test_hub_population_exact():
   w = M.problem_exact(p)["w"]
   np.testing.assert_allclose(p.phi @ np.asarray(res.alpha), w, atol=1e-12)
   assert abs(float(res.mean_w) - 1.0) < 1e-12          # intercept in span(phi)
-  assert abs(float(res.cond) - 7.35) < 0.01             # fore.md: cond A = 7.35
+  assert abs(float(res.cond) - 7.35) < 0.01             # design value: cond A = 7.35
   assert float(res.frac_negative_w) == 0.0
-  # LSTDQ's Q-hat is wrong although its value is exact (fore.md §4.1)
+  # LSTDQ's Q-hat is wrong although its value is exact (FORE design notes)
   qhat = p.phi @ np.asarray(res.theta)
   np.testing.assert_allclose(qhat, [1.184, 1.184, 0.856, 0.856, 1.349, 1.431], atol=1e-3)
 
@@ -190,7 +190,7 @@ def test_poisson_bootstrap_matches_sandwich_and_is_deterministic():
 
 
 def test_consistency_and_coverage_on_hub():
-  """fore.md §4.4: n=1e5 |mean-J|<0.01, RMSE<0.02; 200 seeds at n=1e4 coverage in [0.90, 0.99]."""
+  """the FORE design notes: n=1e5 |mean-J|<0.01, RMSE<0.02; 200 seeds at n=1e4 coverage in [0.90, 0.99]."""
   p, phi, phn, r, nu0, probs = hub_cells()
   args = [jnp.asarray(a) for a in (phi, phn, r)]
   rng = np.random.default_rng(7)

@@ -58,7 +58,7 @@ def test_hub_fqe_diverges_brm_biased():
   rho = float(B.fqe_spectral_radius(phi, phn, w, p.gamma))
   assert abs(rho - 1.1516) < 1e-4
   out = B.fqe(phi, phn, r, w, nu0, p.gamma, max_iters=200)
-  assert abs(float(out.value)) > 1e9                     # fore.md: K=200 -> 1.0e11
+  assert abs(float(out.value)) > 1e9                     # design value: K=200 -> 1.0e11
   assert not bool(out.converged)
   blown = B.fqe(phi, phn, r, w, nu0, p.gamma, max_iters=1000, blowup=1e8)
   assert bool(blown.diverged) and int(blown.num_iters) < 1000

@@ -1,4 +1,4 @@
-"""BallastNet-v0: ballast routing with hidden pipe clogs (design doc ballast_rail.md section 4).
+"""BallastNet-v0: ballast routing with hidden pipe clogs (docs/ballast.md).
 
 `make_ballast(**overrides) -> (env, env_params)`; overrides: `layout` (shipped name or JSON path,
 default "ring14"), `task` ("v1" ballast plan | "v2" stability target), and any EnvParams field

@@ -1,6 +1,6 @@
 """BallastNet-v0: ballast-water routing with hidden pipe clogs and level-only sensing.
 
-Pure gymnax environment (design doc shared/design/ballast_rail.md, section 4). A ship's ballast
+Pure gymnax environment (docs/ballast.md). A ship's ballast
 system is a pipe graph (layout JSON -> `routes.build_routes`); an action commands one library route
 (pump + valve line-up) for one step of `dt` hours. Each pipe edge e has a hidden conductance
 clog_e in {1 (clear), c in [0.15, 0.5] (partial), 0 (blocked)}; a route's conductance is the

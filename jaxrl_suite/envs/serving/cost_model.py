@@ -8,7 +8,7 @@ where `N_tok` = prefill tokens + decode sequences in the step, `t_w` the weight-
 (memory-bound small batches), `alpha` the per-token GEMM cost once compute-bound, `beta` the
 per-context-token cost of reading KV in decode attention, and `gamma` the quadratic part of prefill
 attention (applied to each prefill chunk length c_i). This is the two-regime model of the design
-doc (shared/design/serving.md §2.1), the same shape as microsoft/vidur's predictors.
+doc (docs/serving.md), the same shape as microsoft/vidur's predictors.
 
 KV capacity is counted in 16-token blocks (vLLM's paged-attention block size).
 
