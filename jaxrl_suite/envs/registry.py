@@ -16,6 +16,12 @@ _OURS = {
     "ServingBatch-v0": "jaxrl_suite.envs.serving:make_batching",
     "ServingRoute-v0": "jaxrl_suite.envs.serving:make_routing",
     "BallastNet-v0": "jaxrl_suite.envs.ballast:make_ballast",
+    "RailRM-v0": "jaxrl_suite.envs.rail:make_rail",
+    # text environments for LM agents (observations are token blocks, actions token sequences)
+    "KVLookup-v0": "jaxrl_suite.envs.text.kv_lookup:make_kv_lookup",
+    "StreamLedger-v0": "jaxrl_suite.envs.text.stream_ledger:make_stream_ledger",
+    "GoalHouse-v0": "jaxrl_suite.envs.text.goal_house:make_goal_house",
+    "SceneCap-v0": "jaxrl_suite.envs.text.scene_cap:make_scene_cap",
 }
 
 

@@ -158,3 +158,10 @@ def noisy_oracle(env: KVLookup, p_right: float):
     return best.at[0].set(jnp.where(jax.random.uniform(k1) < p_right, best[0], rand))
 
   return act
+
+
+def make_kv_lookup(**overrides):
+  """Registry factory: `make("KVLookup-v0", num_pairs=4)` -> (env, env_params)."""
+  params = EnvParams(**overrides) if overrides else EnvParams()
+  env = KVLookup(params)
+  return env, env.default_params
