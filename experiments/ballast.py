@@ -491,7 +491,7 @@ def run(c, quick: bool, workdir: str, layout_path: str | None = None,
                         seeds=list(range(c.rl_seeds)), claims=claims,
                         wall_time_s=time.time() - t0, payload=payload, markdown=md,
                         results_dir=results_dir)
-  _plot(table, sweep, os.path.join(results_dir or os.path.join(_ROOT, "results"), f"{NAME}.png"))
+  _plot(table, sweep, os.path.join(results_dir or results.output_dir("quick" if quick else "full"), f"{NAME}.png"))
   _write_sweep(c, sweep, quick, t0, results_dir)
   return {"claims": claims, "table": table, "diagnosis": diag, "dt_sweep": sweep, "v2": v2,
           "generalisation": gen}

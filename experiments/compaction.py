@@ -273,7 +273,7 @@ def run(config, workdir, results_dir=None, progress=True, write=True) -> dict:
   record = {"rows": rows, "curves": curves, "grad_mass": mass, "exact_resegmentation": exact,
             "warm_start": warm_info, "train_wall_s": walls, "wall_s": wall}
   if write:
-    results_dir = results_dir or os.path.join(results_lib.REPO_ROOT, "results")
+    results_dir = results_dir or results_lib.output_dir("quick" if config.quick else "full")
     os.makedirs(results_dir, exist_ok=True)
     plot(config, rows, curves, os.path.join(results_dir, f"{NAME}.png"))
     scale = scale_text(config, cfg, warm_info, walls, wall)

@@ -508,7 +508,7 @@ def run(config, workdir: str, results_dir=None, mode: str = "full", progress: bo
   steps = np.arange(config.grpo_steps // config.eval_every + 1) * config.eval_every
   cl, summ, per, ngrpo = verdicts(config, runs, noise, steps)
   md = markdown(config, runs, summ, per, ngrpo, noise, scorer_info, steps)
-  results_dir = results_dir or os.path.join(results_lib.REPO_ROOT, "results")
+  results_dir = results_dir or results_lib.output_dir(mode)
   os.makedirs(results_dir, exist_ok=True)
   plot(runs, noise, steps, os.path.join(results_dir, f"{NAME}.png"))
   payload = {"steps": steps, "scorers": scorer_info, "noise": noise, "summary": summ,

@@ -621,7 +621,7 @@ def main(argv):
   for name in sorted(tasks, key=lambda t: t != config.main_task):  # main task first
     res[name], from_cache[name] = run_task_cached(config, tasks[name], family, seed_keys, workdir)
   claims, summary, md = analyse(config, res)
-  results_dir = _RESULTS.value or os.path.join(results_lib.REPO_ROOT, "results")
+  results_dir = _RESULTS.value or results_lib.output_dir("quick" if config.quick else "full")
   os.makedirs(results_dir, exist_ok=True)
   plot(config, res, os.path.join(results_dir, f"{NAME}.png"))
   pre = {s: dict(family[s][1]) for s in config.sizes}

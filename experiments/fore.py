@@ -861,9 +861,9 @@ def _run(config, quick: bool, workdir: str, results_dir=None) -> dict:
   R["sweep"] = sweep(config, k, rng)
   R["dope"] = dope(config, keys[1], rng)
   R["cartpole"] = cartpole_rlds(config, keys[2], workdir)
-  from jaxrl_suite.core.results import write_results, REPO_ROOT
+  from jaxrl_suite.core.results import write_results, output_dir
   claims = _claims(R)
-  results_dir = results_dir or os.path.join(REPO_ROOT, "results")
+  results_dir = results_dir or output_dir("quick" if quick else "full")
   os.makedirs(results_dir, exist_ok=True)
   _plot(R, os.path.join(results_dir, f"{NAME}.png"))
   payload = {kk: v for kk, v in R.items() if kk != "config"}

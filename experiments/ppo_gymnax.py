@@ -98,7 +98,6 @@ def main(argv):
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
-  os.makedirs(os.path.join(_REPO, "results"), exist_ok=True)
   fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
   for ax, (name, run) in zip(axes, runs.items()):
     curve = run["curve"]
@@ -110,7 +109,7 @@ def main(argv):
     ax.set_xlabel("update")
   axes[0].set_ylabel("episode return")
   fig.tight_layout()
-  fig.savefig(os.path.join(_REPO, "results", "ppo_gymnax.png"), dpi=100)
+  fig.savefig(results.figure_path("ppo_gymnax", "quick" if _QUICK.value else "full"), dpi=100)
   plt.close(fig)
 
   table = ["| run | env | steps | seeds | final return (mean, 95% CI) | wall s |",

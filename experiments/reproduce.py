@@ -69,6 +69,10 @@ REGISTRY: list[Stage] = [
     Stage("serving_routing", "experiments.serving_routing", "LLM serving: routing, N GPUs"),
     Stage("ballast", "experiments.ballast", "Ballast-water routing vs Dijkstra"),
     Stage("direct_opd", "experiments.direct_opd", "Direct-OPD delta transfer"),
+    Stage("compaction", "experiments.compaction", "CompactionRL: self-summarising agents"),
+    Stage("stapo", "experiments.stapo", "STAPO: normalised entropy vs trajectory neglect"),
+    Stage("cure", "experiments.cure", "Claim-level vs holistic caption rewards"),
+    Stage("rail_pricing", "experiments.rail_pricing", "Rail pricing: relational MARL vs RM practice"),
 ]
 
 

@@ -162,7 +162,7 @@ def run(c, quick: bool, workdir: str, eval_trace: str | None = None,
         "at some load; 'contradicted' = RL better by more than 1% (CI above) at some load."))
   md = _markdown(c, out, summary, ratios, clip) + "\n\n## Verdict details\n\n" + "\n".join(
       f"- {cl['claim']}: {cl['detail']}" for cl in claims) + "\n"
-  plot = _plot(c, out, summary, os.path.join(results.REPO_ROOT, "results", f"{NAME}.png"))
+  plot = _plot(c, out, summary, results.figure_path(NAME, "quick" if quick else "full"))
   payload = {"summary": summary, "ratios": {k: list(v) for k, v in ratios.items()},
              "capacity_rps": {m: o["capacity"] for m, o in out.items()},
              "rate_scales": {m: {str(k): v for k, v in o["scales"].items()}

@@ -131,7 +131,7 @@ def run(c, quick: bool, workdir: str, eval_trace: str | None = None,
   md = _markdown(c, summary, policies, ratios, best_rl, best_heur, capacity, n_tune_evals,
                  tuned, train_time, eval_trace, test_tr, clip)
   plot = _plot(summary, policies, c.loads, curves,
-               os.path.join(results.REPO_ROOT, "results", f"{NAME}.png"))
+               results.figure_path(NAME, "quick" if quick else "full"))
   payload = {"summary": summary, "ratios": {k: list(v) for k, v in ratios.items()},
              "capacity_rps": capacity, "rate_scales": {str(k): v for k, v in scales.items()},
              "tuned": common.tuned_payload(tuned), "best_rl_by_training": best_rl,

@@ -367,7 +367,7 @@ def run(config, quick: bool, workdir: str, results_dir=None) -> dict:
   methods = list(config.methods)
   ev, curves, start, timing = train_all(config, env, p, cfg, rcfg, params, k_tr)
   claims, table = make_claims(det, ev, curves, methods)
-  results_dir = results_dir or os.path.join(results_lib.REPO_ROOT, "results")
+  results_dir = results_dir or results_lib.output_dir("quick" if quick else "full")
   os.makedirs(results_dir, exist_ok=True)
   _plot(curves, det, methods, os.path.join(results_dir, f"{NAME}.png"))
   payload = {"warm_start": ws_info, "detection": det, "final": table,
