@@ -15,7 +15,7 @@ import sys
 import nbformat
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from build_notebooks import _code, _md, with_setup  # noqa: E402
+from build_notebooks import _code, _md, notebook, verdicts_cell  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -71,23 +71,9 @@ for i in range(4):
 print(comp.resegmentation_gap(jax.random.PRNGKey(0), trials=10))
 """),
       _md("**Measured verdicts** (from the committed full run, if present)."),
-      _code(r"""
-import json, os
-from jaxrl_suite.core import results as R
-path = os.path.join(R.REPO_ROOT, "results", "compaction.json")
-if os.path.exists(path):
-  rec = json.load(open(path))
-  print(rec["mode"], "mode, commit", rec["provenance"]["commit"][:8])
-  print(R.verdict_table(rec["claims"]))
-else:
-  print("no results/compaction.json yet: run python -m experiments.compaction")
-"""),
+      verdicts_cell("compaction"),
   ]
-  nb = nbformat.v4.new_notebook()
-  nb.cells = cells
-  nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                               "language": "python"}
-  return with_setup(nb)
+  return notebook(cells)
 
 
 if __name__ == "__main__":

@@ -87,6 +87,30 @@ def with_setup(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
   return nb
 
 
+def verdicts_cell(name: str):
+  """A code cell printing the verdict table of the committed full run `results/<name>.json`."""
+  return _code(f"""
+import json, os
+from jaxrl_suite.core import results as R
+path = os.path.join(R.REPO_ROOT, "results", "{name}.json")
+if os.path.exists(path):
+  rec = json.load(open(path))
+  print(rec["mode"], "mode, commit", rec["provenance"]["commit"][:8])
+  print(R.verdict_table(rec["claims"]))
+else:
+  print("no results/{name}.json yet: run python -m experiments.{name}")
+""")
+
+
+def notebook(cells) -> nbformat.NotebookNode:
+  """A Python 3 notebook of `cells` with the shared setup cell first."""
+  nb = nbformat.v4.new_notebook()
+  nb.cells = list(cells)
+  nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                               "language": "python"}
+  return with_setup(nb)
+
+
 def ppo_quickstart() -> nbformat.NotebookNode:
   cells = [
       _md(r"""

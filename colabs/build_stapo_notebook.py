@@ -14,7 +14,7 @@ import sys
 import nbformat
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from build_notebooks import _code, _md, with_setup  # noqa: E402
+from build_notebooks import _code, _md, notebook, verdicts_cell  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -70,24 +70,9 @@ ax.set(xlabel="step (episode-major)", ylabel="score"); ax.legend(fontsize=7)
 plt.show()
 """),
       _md("**Measured verdicts** (from the committed full run, if present)."),
-      _code(r"""
-import json, os
-import jaxrl_suite
-from jaxrl_suite.core import results as R
-path = os.path.join(R.REPO_ROOT, "results", "stapo.json")
-if os.path.exists(path):
-  rec = json.load(open(path))
-  print(rec["mode"], "mode, commit", rec["provenance"]["commit"][:8])
-  print(R.verdict_table(rec["claims"]))
-else:
-  print("no results/stapo.json yet: run python -m experiments.stapo")
-"""),
+      verdicts_cell("stapo"),
   ]
-  nb = nbformat.v4.new_notebook()
-  nb.cells = cells
-  nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                               "language": "python"}
-  return with_setup(nb)
+  return notebook(cells)
 
 
 if __name__ == "__main__":
