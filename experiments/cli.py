@@ -59,3 +59,25 @@ def config_for(module, parsed, quick: bool):
   if not quick:
     return parsed
   return with_overrides(module.get_config("quick"), parsed, module.get_config())
+
+
+class ScriptFlags:
+  """The flags every LM/text reproduction defines: `--config` (the experiment's config file),
+  `--quick`, `--workdir` and `--results_dir`. Read their values after absl has parsed argv."""
+
+  def __init__(self, name: str, config_path: str):
+    from ml_collections import config_flags
+    replace_flags(("config", "quick", "workdir", "results_dir"))
+    self.config = config_flags.DEFINE_config_file("config", config_path, "Experiment config.")
+    self.quick = flags.DEFINE_bool("quick", False,
+                                   "small smoke-test run (writes workdirs/results_quick/)")
+    self.workdir = flags.DEFINE_string("workdir", f"workdirs/{name}", "checkpoint/cache dir")
+    self.results_dir = flags.DEFINE_string("results_dir", None,
+                                           "override the results directory")
+
+
+def config_path(name: str) -> str:
+  """`configs/<name>.py` of this checkout."""
+  import os
+  return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs",
+                      f"{name}.py")
