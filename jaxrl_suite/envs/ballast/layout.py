@@ -9,7 +9,14 @@ A layout is a JSON object::
    "tanks": [{"node": tank node, "capacity": m3 > 0, "lcg": m, "tcg": m}, ...],
    "transfers": [[src tank, dst tank], ...]   (optional tank -> pump -> tank jobs),
    "hydrostatics": {"displacement_t", "gm_m", "mctc_tm_per_cm", "lcf_m", "rho_t_per_m3"},
-   "pump_rate_m3h": [float per pump]}
+   "pump_rate_m3h": [float per pump],
+   "hydraulics": {...}, "clog_prior": {...}, "description": str   (optional)}
+
+Optional keys, units and plausible ranges are in `schema.py` (tanks may give z_bottom_m and
+height_m, hydrostatics draught_m, edges diameter_m; `hydraulics` holds pump and pipe data for
+the hydraulic model, `clog_prior` overrides the documented clog prior for this layout). The
+loader is strict: unknown or misspelt keys, wrong types, non-finite or implausible values and
+duplicate pipes are errors naming the file and the field.
 
 KIND is one of `EDGE_KINDS`. A `seachest` edge joins SEA to a pump (intake), an `overboard` edge a
 pump to SEA (discharge); every tank hangs off a junction by exactly one `branch`/`branch_db` edge.
@@ -23,6 +30,8 @@ import importlib.resources
 import json
 import os
 from typing import Any, Mapping
+
+from jaxrl_suite.envs.ballast.schema import SchemaError, check_schema
 
 EDGE_KINDS = ("seachest", "overboard", "pumpside", "main", "branch", "branch_db")
 NODE_TYPES = ("sea", "pump", "junction", "tank")
@@ -91,6 +100,10 @@ def validate_layout(layout: Mapping[str, Any]) -> None:
     if field not in layout:
       raise LayoutError(f"layout lacks required field {field!r}")
   name = layout["name"]
+  try:
+    check_schema(layout)
+  except SchemaError as err:
+    raise LayoutError(f"{name}: {err}") from None
   types: dict[str, str] = {}
   for i, n in enumerate(layout["nodes"]):
     if "name" not in n or "type" not in n:
@@ -109,6 +122,7 @@ def validate_layout(layout: Mapping[str, Any]) -> None:
     raise LayoutError(f"{name}: no pump node")
   degree = {n: 0 for n in types}
   branch_count = {n: 0 for n, t in types.items() if t == "tank"}
+  pipes: dict[tuple, int] = {}
   for i, e in enumerate(layout["edges"]):
     for key in ("u", "v", "kind", "length"):
       if key not in e:
@@ -119,6 +133,16 @@ def validate_layout(layout: Mapping[str, Any]) -> None:
                           f"{e[end]!r} does not exist")
     if e["u"] == e["v"]:
       raise LayoutError(f"{name}: edges[{i}] is a self-loop on {e['u']!r}")
+    # One pipe per node pair and direction class: a second SEA-pump pipe is fine only if it is
+    # the other kind (a pump has one sea chest and one overboard line); any other repeat is a
+    # copy-paste duplicate that would double the route library and the clog prior mass.
+    pair = (frozenset((e["u"], e["v"])), e["kind"] if e["kind"] in ("seachest", "overboard")
+            else "pipe")
+    if pair in pipes:
+      raise LayoutError(f"{name}: edges[{i}] {e['u']}-{e['v']} duplicates edges[{pipes[pair]}] "
+                        "(same pipe twice); delete one, or put a junction between parallel "
+                        "pipes")
+    pipes[pair] = i
     if e["kind"] not in EDGE_KINDS:
       raise LayoutError(f"{name}: edges[{i}] {e['u']}-{e['v']} has unknown kind {e['kind']!r}; "
                         f"valid: {EDGE_KINDS}")
@@ -177,3 +201,12 @@ def validate_layout(layout: Mapping[str, Any]) -> None:
     raise LayoutError(f"{name}: pump_rate_m3h has {len(rates)} entries for {len(pumps)} pumps")
   if any(not float(r) > 0 for r in rates):
     raise LayoutError(f"{name}: pump rates must be positive, got {rates}")
+  heads = layout.get("hydraulics", {}).get("pump_head_m")
+  if heads is not None and len(heads) != len(pumps):
+    raise LayoutError(f"{name}: hydraulics.pump_head_m has {len(heads)} entries for "
+                      f"{len(pumps)} pumps; give one rated head (m) per pump, in node order")
+  for i, t in enumerate(layout["tanks"]):
+    top = t.get("z_bottom_m", 0.0) + t.get("height_m", 0.0)
+    if top > 60.0:
+      raise LayoutError(f"{name}: tanks[{i}] ({t['node']}) tops out at {top} m above the keel "
+                        "(z_bottom_m + height_m > 60 m); check the unit (m)")

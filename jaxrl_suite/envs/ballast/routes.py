@@ -14,15 +14,23 @@ node-simple, and the two legs of a transfer share only the pump.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from jaxrl_suite.envs.ballast.layout import EDGE_KINDS, LayoutError, validate_layout
 
-# Padded sizes (design doc 4.1). Every array carries a mask.
+# Padded sizes of BallastNet-v0 (design doc 4.1). Every array carries a mask. The hydraulic env
+# (hydro_env.py) is sized from its layouts instead (`layout_sizes`), so ring mains with many
+# crossovers (hundreds of routes) and 20-tank ships load; v0 keeps these constants because its
+# committed results, agents and action space were built on them.
 N_MAX, E_MAX, T_MAX, P_MAX, K_MAX, F_MAX = 32, 48, 16, 2, 256, 16
 assert K_MAX % 32 == 0  # route sets are packed into uint32 words
+V0_SIZES = {"N": N_MAX, "E": E_MAX, "T": T_MAX, "P": P_MAX, "K": K_MAX}
+# Enumeration guard, not a padded size: the library lists every simple path, which grows
+# exponentially with crossovers; past this many routes use fewer crossovers (or a per-step
+# shortest-path search, not built).
+ROUTE_LIMIT = 8192
 # Clog-prior weights per edge kind [design]: strainers (sea chest / overboard) block 3x as often
 # as mains; double-bottom branches clog partially 2x as often as other edges.
 BLOCK_WEIGHT = {"seachest": 3.0, "overboard": 3.0, "pumpside": 1.0, "main": 1.0,
@@ -38,6 +46,9 @@ def _simple_paths(adj, types, start, goal, forbidden):
   def dfs(node, nodes, edges):
     if node == goal:
       out.append((list(nodes), list(edges)))
+      if len(out) > ROUTE_LIMIT:
+        raise LayoutError(f"more than {ROUTE_LIMIT} simple paths between {start} and {goal}: "
+                          "too many crossovers for an enumerated route library")
       return
     for nxt, ei in adj[node]:
       if nxt in nodes or nxt in forbidden:
@@ -91,13 +102,34 @@ def enumerate_routes(layout: Mapping[str, Any]) -> list[dict[str, Any]]:
       for n1, e1 in _simple_paths(adj, types, a, p, forbidden=set()):
         for _, e2 in _simple_paths(adj, types, p, b, forbidden=set(n1[:-1])):
           routes.append({"src": ai, "dst": bi, "pump": pi, "edges": e1 + e2, "kind": "transfer"})
+  if len(routes) > ROUTE_LIMIT:
+    raise LayoutError(f"{layout['name']}: {len(routes)} routes exceed the enumeration limit "
+                      f"{ROUTE_LIMIT}; use fewer crossovers or fewer transfer pairs")
   return routes
 
 
-def build_routes(layout: Mapping[str, Any]) -> dict[str, np.ndarray]:
+def layout_sizes(layouts: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+  """Smallest padded sizes {N, E, T, P, K} holding every layout of `layouts` (K a multiple of
+  32, for the packed route bit sets). Validates each layout."""
+  sizes = {"N": 1, "E": 1, "T": 1, "P": 1, "K": 32}
+  for lay in layouts:
+    validate_layout(lay)
+    n_routes = len(enumerate_routes(lay))
+    pumps = sum(n["type"] == "pump" for n in lay["nodes"])
+    for key, n in (("N", len(lay["nodes"])), ("E", len(lay["edges"])),
+                   ("T", len(lay["tanks"])), ("P", pumps), ("K", -(-n_routes // 32) * 32)):
+      sizes[key] = max(sizes[key], n)
+  return sizes
+
+
+def build_routes(layout: Mapping[str, Any],
+                 sizes: Mapping[str, int] | str | None = None) -> dict[str, np.ndarray]:
   """Validates `layout` and builds the padded graph and route arrays.
 
-  Returns a dict of numpy arrays (shapes with the padded sizes of this module):
+  sizes: None -> the v0 constants of this module (N_MAX, E_MAX, T_MAX, P_MAX, K_MAX);
+    "auto" -> `layout_sizes([layout])` (this layout's own sizes); or a dict {N, E, T, P, K}
+    (e.g. `layout_sizes` of a whole layout family, so that their EnvParams stack).
+  Returns a dict of numpy arrays (shapes with the padded sizes):
     edge_mask[E] bool, edge_kind[E] int (index in EDGE_KINDS), edge_len[E] m,
     can_block[E] bool, block_w[E], partial_w[E] (clog-prior weights, 0 on padding),
     tank_mask[T] bool, cap[T] m3, lcg[T] m, tcg[T] m,
@@ -111,13 +143,19 @@ def build_routes(layout: Mapping[str, Any]) -> dict[str, np.ndarray]:
       a route, or sizes above the padded maxima.
   """
   validate_layout(layout)
+  if sizes is None:
+    sizes = V0_SIZES
+  elif sizes == "auto":
+    sizes = layout_sizes([layout])
   name = layout["name"]
   n_nodes, edges, tanks = len(layout["nodes"]), layout["edges"], layout["tanks"]
   pumps = [n["name"] for n in layout["nodes"] if n["type"] == "pump"]
-  for what, n, cap in (("nodes", n_nodes, N_MAX), ("edges", len(edges), E_MAX),
-                       ("tanks", len(tanks), T_MAX), ("pumps", len(pumps), P_MAX)):
+  for what, n, cap in (("nodes", n_nodes, sizes["N"]), ("edges", len(edges), sizes["E"]),
+                       ("tanks", len(tanks), sizes["T"]), ("pumps", len(pumps), sizes["P"])):
     if n > cap:
-      raise LayoutError(f"{name}: {n} {what} exceed the padded maximum {cap}")
+      raise LayoutError(f"{name}: {n} {what} exceed the padded maximum {cap}"
+                        + (" of BallastNet-v0; the hydraulic env (BallastHydro) sizes its "
+                           "arrays from the layout" if sizes is V0_SIZES else ""))
   routes = enumerate_routes(layout)
   for ti, t in enumerate(tanks):
     for kind, key in (("fill", "dst"), ("deballast", "src")):
@@ -129,9 +167,13 @@ def build_routes(layout: Mapping[str, Any]) -> dict[str, np.ndarray]:
     if not any(r["kind"] == "transfer" and r["src"] == names.index(a) and
                r["dst"] == names.index(b) for r in routes):
       raise LayoutError(f"{name}: transfer {a}->{b} has no route through a single pump")
-  if len(routes) > K_MAX:
-    raise LayoutError(f"{name}: {len(routes)} routes exceed the padded maximum {K_MAX}")
-  E, T, K = E_MAX, T_MAX, K_MAX
+  E, T, K, P = sizes["E"], sizes["T"], sizes["K"], sizes["P"]
+  if len(routes) > K:
+    raise LayoutError(f"{name}: {len(routes)} routes exceed the padded maximum {K}"
+                      + (" of BallastNet-v0 (use the hydraulic env BallastHydro, which sizes "
+                         "the library from the layout)" if sizes is V0_SIZES else ""))
+  if K % 32:
+    raise LayoutError(f"{name}: padded route count {K} must be a multiple of 32")
   g: dict[str, Any] = {}
   g["edge_mask"] = np.arange(E) < len(edges)
   g["edge_kind"] = np.zeros(E, np.int32)
@@ -176,7 +218,8 @@ def build_routes(layout: Mapping[str, Any]) -> dict[str, np.ndarray]:
   g["block_w"] = np.where(can_block, [BLOCK_WEIGHT[k] for k in kinds], 0).astype(np.float32)
   g["partial_w"] = np.where(g["edge_mask"], [PARTIAL_WEIGHT[k] for k in kinds],
                             0).astype(np.float32)
-  share = (g["route_edges"][:, None, :] & g["route_edges"][None, :, :]).any(-1)
+  re = g["route_edges"].astype(np.float32)
+  share = (re @ re.T) > 0.5  # [K, K] without a [K, K, E] intermediate (K can be thousands)
   diff_pump = g["route_pump"][:, None] != g["route_pump"][None, :]
   valid = g["route_mask"][:, None] & g["route_mask"][None, :]
   pair = np.zeros((K + 1, K + 1), bool)
@@ -196,7 +239,7 @@ def build_routes(layout: Mapping[str, Any]) -> dict[str, np.ndarray]:
   fill_of = g["route_mask"] & (g["route_src"] == T) & (g["route_dst"] == tank_ids)
   drain_of = g["route_mask"] & (g["route_dst"] == T) & (g["route_src"] == tank_ids)
   g["fill_bits"], g["drain_bits"] = pack(fill_of), pack(drain_of)
-  g["pump_rate"] = np.zeros(P_MAX, np.float32)
+  g["pump_rate"] = np.zeros(P, np.float32)
   g["pump_rate"][:len(pumps)] = layout["pump_rate_m3h"]
   g["n_tanks"], g["n_edges"], g["n_routes"] = len(tanks), len(edges), len(routes)
   return g
