@@ -28,3 +28,16 @@ settings.load_profile("ci")
 @pytest.fixture(scope="session")
 def repo_root() -> str:
   return REPO_ROOT
+
+
+def run_with_8_host_devices(script: str, timeout: float = 600) -> str:
+  """Runs `script` in a fresh interpreter whose JAX sees 8 CPU devices (the flag must be set
+  before jax is imported, so it cannot run in this process); returns its stdout, or fails the
+  test with its output."""
+  import subprocess
+  env = dict(os.environ, PYTHONPATH=REPO_ROOT,
+             XLA_FLAGS="--xla_force_host_platform_device_count=8")
+  out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                       timeout=timeout, cwd=REPO_ROOT)
+  assert out.returncode == 0, out.stdout + out.stderr
+  return out.stdout

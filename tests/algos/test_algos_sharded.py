@@ -1,12 +1,11 @@
 """The sharded update equals the single-device update on 8 emulated host devices, for each
 agent kind (feed-forward MLP, recurrent GRU, entity attention, multi-agent MAPPO rows)."""
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
+
+from conftest import run_with_8_host_devices
 
 _SCRIPT = textwrap.dedent("""
     import os
@@ -46,9 +45,4 @@ _SCRIPT = textwrap.dedent("""
 
 @pytest.mark.slow   # ~3-4 min on 2 quiet cores (8 compilations)
 def test_sharded_update_matches_single_device_for_every_agent_kind(repo_root):
-  env = dict(os.environ, PYTHONPATH=repo_root)
-  env.pop("XLA_FLAGS", None)
-  out = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True,
-                       env=env, timeout=1200, cwd=repo_root)
-  assert out.returncode == 0, out.stdout + out.stderr
-  assert "ALL OK" in out.stdout
+  assert "ALL OK" in run_with_8_host_devices(_SCRIPT, timeout=1200)

@@ -7,6 +7,8 @@ import textwrap
 
 import pytest
 
+from conftest import run_with_8_host_devices
+
 _SCRIPT = textwrap.dedent("""
     import os
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
@@ -41,12 +43,7 @@ _SCRIPT = textwrap.dedent("""
 
 
 def test_sharded_updates_match_single_device(repo_root):
-  env = dict(os.environ, PYTHONPATH=repo_root)
-  env.pop("XLA_FLAGS", None)
-  out = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True,
-                       env=env, timeout=600, cwd=repo_root)
-  assert out.returncode == 0, out.stdout + out.stderr
-  assert "OK" in out.stdout
+  assert "OK" in run_with_8_host_devices(_SCRIPT, timeout=600)
 
 
 def test_batch_not_divisible_by_devices_is_rejected():

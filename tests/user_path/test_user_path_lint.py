@@ -16,8 +16,7 @@ def _ruff() -> list[str] | None:
 
 def test_ruff_check_passes(repo_root):
   cmd = _ruff()
-  if cmd is None:
-    pytest.skip("ruff is not installed (pip install -e '.[test]')")
+  assert cmd is not None, "ruff is a test requirement: pip install -e '.[test]'"
   out = subprocess.run(cmd + ["check", "--no-cache", "."], cwd=repo_root, capture_output=True,
                        text=True, timeout=120)
   assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]

@@ -117,8 +117,7 @@ def test_setup_cell_uses_the_checkout_it_sits_in(monkeypatch):
 
 def test_setup_cell_in_colab_clones_and_installs(tmp_path, monkeypatch):
   import shutil
-  if shutil.which("git") is None:
-    pytest.skip("needs git")
+  assert shutil.which("git"), "git is needed to clone the checkout"
   # Colab: no checkout around /content and no jaxrl_suite installed -> clone REPO_URL, install.
   ns, calls = _run_setup(tmp_path, monkeypatch, installed=False, repo_url=REPO_ROOT)
   clone = str(tmp_path / "jaxrl_suite")
