@@ -62,6 +62,7 @@ class ContState:
   eng: engine.Engine
   req: engine.Requests
   t: jax.Array
+  nxt: jax.Array          # next request to enter the engine's window (K when all have)
   n_good: jax.Array
   time: jax.Array
 
@@ -170,8 +171,9 @@ class ContinuousBatching(env_base.EventEnv):
   obs_dim = CONT_OBS_DIM
 
   def __init__(self, table_size: int = 128, max_events: int = 256,
-               num_levels: int = len(CAP_LEVELS), fast_forward: bool = True):
-    super().__init__(table_size, max_events, fast_forward)
+               num_levels: int = len(CAP_LEVELS), fast_forward: bool = True,
+               window: int | None = None):
+    super().__init__(table_size, max_events, fast_forward, window)
     self._num_actions = num_levels
 
   @property
@@ -182,32 +184,51 @@ class ContinuousBatching(env_base.EventEnv):
     req = workload.sample_requests(key, params.trace, self.table_size,
                                    workload.draw_rate(key, params.rate_scale, params.rate_mults),
                                    params.window_start, params.pred_acc)
-    eng = engine.init_engine(req, 1, params.levels[-1])
-    # One GPU: every request is assigned at reset and becomes admissible at its arrival.
-    eng = eng.replace(gpu=jnp.zeros_like(eng.gpu), status=jnp.full_like(eng.status,
-                                                                        engine.WAITING))
+    eng = engine.init_engine(req, 1, params.levels[-1], self.window)
     zi = jnp.zeros((), jnp.int32)
-    s = ContState(eng=eng, req=req, t=req.arrival[0], n_good=zi, time=zi)
+    s = ContState(eng=eng, req=req, t=req.arrival[0], nxt=zi, n_good=zi, time=zi)
+    s = self._enter_until(s, s.t)
     return self.get_obs(s, params), s
 
+  def _enter_until(self, s: ContState, horizon) -> ContState:
+    """Requests arriving by `horizon` enter the engine (one GPU: they wait there and become
+    admissible at their arrival), so the events up to the horizon see every one of them."""
+    k = self.table_size
+
+    def cond(c):
+      _, i = c
+      return (i < k) & (s.req.arrival[jnp.minimum(i, k - 1)] <= horizon)
+
+    def body(c):
+      eng, i = c
+      return engine.insert(eng, s.req, i, 0), i + 1
+
+    eng, nxt = jax.lax.while_loop(cond, body, (s.eng, s.nxt))
+    return s.replace(eng=eng, nxt=nxt)
+
   def act(self, s: ContState, action, params):
-    """First half of a step: sets the cap; returns (state, horizon) (see routing.act)."""
-    eng = s.eng.replace(cap=s.eng.cap.at[0].set(params.levels[action]))
-    return s.replace(eng=eng), s.t + params.decision_dt
+    """First half of a step: sets the cap, lets the arrivals of the step enter; returns
+    (state, horizon) (see routing.act)."""
+    horizon = s.t + params.decision_dt
+    s = s.replace(eng=s.eng.replace(cap=s.eng.cap.at[0].set(params.levels[action])))
+    return self._enter_until(s, horizon), horizon
 
   def action_mask(self, s, params):
     return jnp.ones((self._num_actions,), bool)
 
   def get_obs(self, s: ContState, params, key=None):
     req, t = s.req, s.t
-    eng = engine.at_time(s.eng, req, params.hw, t)   # inside decode spans: as seen at t
+    eng = engine.at_time(s.eng, params.hw, t)   # inside decode spans: as seen at t
+    sreq = eng.sreq
     f = lambda x: jnp.asarray(x, jnp.float32)
-    waiting = (eng.status == engine.WAITING) & (req.arrival <= t)
+    waiting = (eng.status == engine.WAITING) & (sreq.arrival <= t)
     running = eng.status == engine.RUNNING
     decoding = running & (eng.pf >= eng.pt)
-    oldest = jnp.max(jnp.where(waiting, t - req.arrival, 0.0))
-    recent = jnp.sum((req.arrival <= t) & (req.arrival > t - 1.0))
-    hist = jnp.sum(jax.nn.one_hot(req.pred, workload.N_BUCKETS) * waiting[:, None], 0)
+    oldest = jnp.max(jnp.where(waiting, t - sreq.arrival, 0.0))
+    # arrivals in (t - 1, t] of the whole episode: two binary searches, O(log K)
+    recent = (jnp.searchsorted(req.arrival, t, side="right")
+              - jnp.searchsorted(req.arrival, t - 1.0, side="right"))
+    hist = jnp.sum(jax.nn.one_hot(sreq.pred, workload.N_BUCKETS) * waiting[:, None], 0)
     return jnp.concatenate([
         jnp.stack([f(jnp.sum(waiting)) / 32,
                    f(jnp.sum(jnp.where(waiting, req.prompt, 0))) / 16384,
@@ -235,12 +256,13 @@ def default_params(mode: str = "static", gpu: str = "A100-7B",
 
 
 def make_batching(mode: str = "static", table_size: int = 128, max_events: int = 256,
-                  fast_forward: bool = True, **param_overrides: Any):
-  """Factory for `ServingBatch-v0`: returns (env, env_params). mode: "static" | "continuous"."""
+                  fast_forward: bool = True, window: int | None = None, **param_overrides: Any):
+  """Factory for `ServingBatch-v0`: returns (env, env_params). mode: "static" | "continuous";
+  `window`: engine slots in continuous mode (None = table_size; see env_base.EventEnv)."""
   if mode not in ("static", "continuous"):
     raise ValueError(f"mode must be 'static' or 'continuous', got {mode!r}")
   params = default_params(mode, **param_overrides)
   n = int(params.levels.shape[0])
   env = (StaticBatching(table_size, n) if mode == "static"
-         else ContinuousBatching(table_size, max_events, n, fast_forward))
+         else ContinuousBatching(table_size, max_events, n, fast_forward, window))
   return env, params

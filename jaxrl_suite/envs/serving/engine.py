@@ -1,13 +1,25 @@
-"""Continuous (iteration-level) batching on N GPUs over a fixed-size request table, in pure JAX.
+"""Continuous (iteration-level) batching on N GPUs over a fixed-size window of active requests.
 
 This is the event core shared by `ServingRoute-v0` (N heterogeneous GPUs, the agent assigns each
 arrival to a GPU) and the continuous mode of `ServingBatch-v0` (1 GPU, the agent sets the admission
 cap `max_num_seqs`). `reference_sim.py` implements the same rules with Python objects and a heap.
 
-Request table (all [K], sorted by arrival): `status` 0 = not yet routed, 1 = waiting (assigned to
-GPU `gpu`), 2 = running (admitted, holds KV), 3 = finished. A request has prompt `p`, true output
-length `o` (hidden from policies), prefill target `pt` (p, or p + gen after a recompute
+Active-request window (all [W], W = `window` slots, in arrival order): the episode's K requests
+(`Requests`, [K]) enter the window one by one (`insert`, at routing) and leave it when they
+finish, so each event costs work proportional to W (the requests in flight), not to K. A slot has
+`rid` (its request's index in the episode, -1 = empty) and `status` 0 = empty, 1 = waiting
+(assigned to GPU `gpu`), 2 = running (admitted, holds KV), 3 = finished. A request has prompt `p`,
+true output length `o` (hidden from policies), prefill target `pt` (p, or p + gen after a recompute
 preemption), prefill progress `pf` and generated tokens `gen`.
+
+Slots are appended at position `hi`; when `hi` reaches W the window is compacted once (finished
+slots are written to the per-request results `res` [K] and dropped, the others keep their order),
+so table order stays arrival order (FCFS and "newest" below mean slot order) and compaction costs
+O(W log W) per W - (in flight) insertions. If W requests are in flight when one more is inserted,
+it is rejected (status REJECTED in `res`, counted in `n_rejected`; an SLO miss in every metric):
+the engine's bounded queue. `reference_sim.RefCluster(window=W)` applies the same rule. With
+W >= K (the default, `window=None`) slot i holds request i and nothing is ever compacted or
+rejected. `results(eng)` gives the per-request outcome [K] of an episode (final state or not).
 
 One iteration on GPU g, scheduled at time t (vLLM-like, rules of design doc §2.3-2.4):
   1. KV check: each running request needs ceil(need/16) blocks, need = pt while prefilling and
@@ -48,7 +60,7 @@ first arrived waiting request failed now, and its tests (running count vs cap, f
 watermark, token budget) only get harder while the batch is unchanged; new arrivals and cap
 changes come only at decisions (the horizon) or at the future-arrival bound. A span may end after
 the horizon (its last iteration is the one running at the decision, as event by event), so
-observations read the engine through `at_time(eng, req, hw, t)`, which reports the tokens,
+observations read the engine through `at_time(eng, hw, t)`, which reports the tokens,
 KV blocks and iteration count the span has reached by time t. `reference_sim.py` has no
 fast-forward: the reference tests check that both give the same per-request times. Why: it cuts
 the events per episode several-fold (bench_serving prints both counts).
@@ -62,8 +74,11 @@ import jax.numpy as jnp
 
 from jaxrl_suite.envs.serving import cost_model
 
-WAITING, UNROUTED, RUNNING, DONE = 1, 0, 2, 3
+WAITING, UNROUTED, RUNNING, DONE, REJECTED = 1, 0, 2, 3, 4
+EMPTY = UNROUTED   # an empty window slot
 INF = jnp.inf
+# per-slot fields of `Engine` (permuted together by compaction); `sreq` is permuted alongside
+SLOT_FIELDS = ("gpu", "status", "pf", "pt", "gen", "chunk", "ttft", "finish", "npre", "rid")
 
 
 @struct.dataclass
@@ -102,17 +117,32 @@ class Requests:
 
 
 @struct.dataclass
-class Engine:
-  """Dynamic state of the request table [K] and the GPUs [N]."""
+class Results:
+  """Per-request outcome [K] of the episode, by request index (what metrics read)."""
+  status: jax.Array    # int32 [K]: 0 not yet routed, 1/2 in flight, 3 finished, 4 rejected
   gpu: jax.Array       # int32 [K], -1 = not routed
-  status: jax.Array    # int32 [K]
-  pf: jax.Array        # int32 [K]
-  pt: jax.Array        # int32 [K]
-  gen: jax.Array       # int32 [K]
-  chunk: jax.Array     # int32 [K] tokens scheduled in its GPU's current iteration
   ttft: jax.Array      # float [K] absolute time of first token, -1 if none
   finish: jax.Array    # float [K] absolute finish time, -1 if not finished
   npre: jax.Array      # int32 [K] recompute preemptions
+
+
+@struct.dataclass
+class Engine:
+  """Dynamic state of the active-request window [W], the GPUs [N] and the results [K]."""
+  gpu: jax.Array       # int32 [W], -1 = empty slot
+  status: jax.Array    # int32 [W]
+  pf: jax.Array        # int32 [W]
+  pt: jax.Array        # int32 [W]
+  gen: jax.Array       # int32 [W]
+  chunk: jax.Array     # int32 [W] tokens scheduled in its GPU's current iteration
+  ttft: jax.Array      # float [W] absolute time of first token, -1 if none
+  finish: jax.Array    # float [W] absolute finish time, -1 if not finished
+  npre: jax.Array      # int32 [W] recompute preemptions
+  rid: jax.Array       # int32 [W] request index in the episode, -1 = empty slot
+  sreq: Requests       # [W] the slots' requests (arrival inf in empty slots)
+  hi: jax.Array        # int32 [], next free slot position
+  res: Results         # [K] outcomes of requests that left the window (see `results`)
+  n_rejected: jax.Array  # int32 [], requests rejected because the window was full
   busy: jax.Array      # bool [N]
   iter_end: jax.Array  # float [N]
   cap: jax.Array       # int32 [N] max_num_seqs
@@ -126,12 +156,25 @@ class Engine:
   cap_hits: jax.Array  # int32 [], decisions whose event loop hit its iteration cap
 
 
-def init_engine(req: Requests, n_gpus: int, cap: jax.Array) -> Engine:
+def window_size(k: int, window: int | None) -> int:
+  """Slots W for an episode of k requests: `window` (None = k), never more than k."""
+  return k if window is None else max(1, min(int(window), k))
+
+
+def init_engine(req: Requests, n_gpus: int, cap: jax.Array, window: int | None = None) -> Engine:
+  """Empty window of `window_size(K, window)` slots for the episode's requests `req` [K]."""
   k = req.arrival.shape[0]
-  fz = jnp.zeros((k,), req.arrival.dtype)
-  iz = jnp.zeros((k,), jnp.int32)
-  return Engine(gpu=iz - 1, status=iz, pf=iz, pt=req.prompt.astype(jnp.int32), gen=iz, chunk=iz,
-                ttft=fz - 1, finish=fz - 1, npre=iz,
+  w = window_size(k, window)
+  fz = jnp.zeros((w,), req.arrival.dtype)
+  iz = jnp.zeros((w,), jnp.int32)
+  fk = jnp.zeros((k,), req.arrival.dtype)
+  ik = jnp.zeros((k,), jnp.int32)
+  sreq = Requests(arrival=fz + INF, prompt=iz, output=iz + 1, pred=iz)
+  return Engine(gpu=iz - 1, status=iz, pf=iz, pt=iz, gen=iz, chunk=iz,
+                ttft=fz - 1, finish=fz - 1, npre=iz, rid=iz - 1, sreq=sreq,
+                hi=jnp.zeros((), jnp.int32),
+                res=Results(status=ik, gpu=ik - 1, ttft=fk - 1, finish=fk - 1, npre=ik),
+                n_rejected=jnp.zeros((), jnp.int32),
                 busy=jnp.zeros((n_gpus,), bool), iter_end=jnp.full((n_gpus,), INF, fz.dtype),
                 cap=jnp.broadcast_to(jnp.asarray(cap, jnp.int32), (n_gpus,)),
                 kv_used=jnp.zeros((n_gpus,), jnp.int32), kv_peak=jnp.zeros((n_gpus,), jnp.int32),
@@ -139,6 +182,90 @@ def init_engine(req: Requests, n_gpus: int, cap: jax.Array) -> Engine:
                 t_start=jnp.zeros((n_gpus,), fz.dtype),
                 last_event=jnp.asarray(0.0, fz.dtype), n_events=jnp.zeros((), jnp.int32),
                 cap_hits=jnp.zeros((), jnp.int32))
+
+
+def _empty_slot_values(eng: Engine) -> dict:
+  """Per-slot field values of an empty slot (SLOT_FIELDS, then the `sreq` fields)."""
+  z = jnp.zeros((), jnp.int32)
+  f = jnp.zeros((), eng.ttft.dtype)
+  return dict(gpu=z - 1, status=z + EMPTY, pf=z, pt=z, gen=z, chunk=z, ttft=f - 1, finish=f - 1,
+              npre=z, rid=z - 1)
+
+
+def _write_results(res: Results, eng: Engine, mask) -> Results:
+  """Copies the slots in `mask` [W] to their requests' rows of `res` (one scatter of W rows;
+  rows of other slots are dropped), so the cost is O(W), not O(K)."""
+  k = res.status.shape[0]
+  idx = jnp.where(mask & (eng.rid >= 0), eng.rid, k)
+  put = lambda dst, src: dst.at[idx].set(src.astype(dst.dtype), mode="drop")
+  return Results(status=put(res.status, eng.status), gpu=put(res.gpu, eng.gpu),
+                 ttft=put(res.ttft, eng.ttft), finish=put(res.finish, eng.finish),
+                 npre=put(res.npre, eng.npre))
+
+
+def results(eng: Engine) -> Results:
+  """Per-request outcome [..., K]: the rows written at compaction plus the slots still held
+  (leading batch dims of a vmapped engine are kept)."""
+  f = lambda e: _write_results(e.res, e, e.rid >= 0)
+  for _ in range(eng.rid.ndim - 1):
+    f = jax.vmap(f)
+  return f(eng)
+
+
+def _compact(eng: Engine, need) -> Engine:
+  """If `need`: finished slots go to `res` and leave; in-flight slots move to the front in
+  their order (stable), so slot order stays arrival order. Selects per slot field only (never
+  over the [K] results, which would cost O(K) per call under vmap)."""
+  w = eng.rid.shape[0]
+  res = _write_results(eng.res, eng, need & (eng.status == DONE))
+  live = (eng.rid >= 0) & (eng.status != DONE)
+  perm = jnp.argsort(~live, stable=True)          # in-flight slots first, in slot order
+  n_live = jnp.sum(live).astype(jnp.int32)
+  keep = jnp.arange(w) < n_live
+  empty = _empty_slot_values(eng)
+  moved = {f: jnp.where(need, jnp.where(keep, getattr(eng, f)[perm], empty[f]), getattr(eng, f))
+           for f in SLOT_FIELDS}
+  sr = eng.sreq
+  sempty = Requests(arrival=jnp.asarray(INF, sr.arrival.dtype), prompt=jnp.int32(0),
+                    output=jnp.int32(1), pred=jnp.int32(0))
+  sreq = jax.tree.map(lambda x, e: jnp.where(need, jnp.where(keep, x[perm], e), x), sr, sempty)
+  return eng.replace(**moved, sreq=sreq, res=res, hi=jnp.where(need, n_live, eng.hi))
+
+
+def insert(eng: Engine, req: Requests, i, g, valid=True) -> Engine:
+  """Request i of the episode `req` [K] enters the window, waiting on GPU g (if `valid`).
+
+  Appends at slot `hi`; a full window is compacted first, and if W requests are still in flight
+  the request is rejected (module docstring). With W >= K neither can happen and neither is
+  compiled in.
+  """
+  w, k = eng.rid.shape[0], eng.res.status.shape[0]
+  valid = jnp.asarray(valid)
+  if w < k:
+    eng = _compact(eng, valid & (eng.hi >= w))
+  ok = valid & (eng.hi < w)
+  at = (jnp.arange(w) == eng.hi) & ok
+  ic = jnp.clip(i, 0, k - 1)
+  vals = dict(gpu=jnp.asarray(g, jnp.int32), status=jnp.int32(WAITING), pf=jnp.int32(0),
+              pt=req.prompt[ic].astype(jnp.int32), gen=jnp.int32(0), chunk=jnp.int32(0),
+              ttft=jnp.asarray(-1, eng.ttft.dtype), finish=jnp.asarray(-1, eng.ttft.dtype),
+              npre=jnp.int32(0), rid=jnp.asarray(ic, jnp.int32))
+  new = {f: jnp.where(at, vals[f], getattr(eng, f)).astype(getattr(eng, f).dtype)
+         for f in SLOT_FIELDS}
+  sreq = jax.tree.map(lambda x, full: jnp.where(at, full[ic], x).astype(x.dtype), eng.sreq, req)
+  eng = eng.replace(**new, sreq=sreq, hi=eng.hi + ok.astype(jnp.int32))
+  if w < k:
+    rej = valid & ~ok
+    eng = eng.replace(
+        res=eng.res.replace(status=eng.res.status.at[jnp.where(rej, ic, k)].set(
+            REJECTED, mode="drop")),
+        n_rejected=eng.n_rejected + rej.astype(jnp.int32))
+  return eng
+
+
+def in_flight(eng: Engine) -> jax.Array:
+  """Requests in the window that have not finished (waiting or running)."""
+  return jnp.sum((eng.status == WAITING) | (eng.status == RUNNING))
 
 
 def _cumsum(x, dtype):
@@ -199,13 +326,15 @@ def decode_steps_within(c0, beta, s, nd, h, k_max):
   return jnp.clip(k, 0, k_max)
 
 
-def kv_need(eng: Engine, req: Requests) -> jax.Array:
+def kv_need(eng: Engine) -> jax.Array:
   """KV tokens a running request holds: pt while prefilling, p + gen while decoding."""
+  req = eng.sreq
   return jnp.where(eng.pf < eng.pt, eng.pt, req.prompt + eng.gen)
 
 
-def event_times(eng: Engine, req: Requests) -> jax.Array:
+def event_times(eng: Engine) -> jax.Array:
   """[N] next event per GPU: its iteration end if busy, else its earliest waiting arrival."""
+  req = eng.sreq
   n = eng.busy.shape[0]
   waiting = eng.status == WAITING
   onehot = (eng.gpu[:, None] == jnp.arange(n)[None, :]) & waiting[:, None]
@@ -213,8 +342,9 @@ def event_times(eng: Engine, req: Requests) -> jax.Array:
   return jnp.where(eng.busy, eng.iter_end, wake)
 
 
-def complete(eng: Engine, req: Requests, g, te):
-  """Applies the effects of GPU g's iteration ending at te. Returns (engine, finished mask [K])."""
+def complete(eng: Engine, g, te):
+  """Applies the effects of GPU g's iteration ending at te. Returns (engine, finished mask [W])."""
+  req = eng.sreq
   mem = (eng.gpu == g) & (eng.status == RUNNING) & (eng.chunk > 0)
   prefilling = eng.pf < eng.pt
   pf = jnp.where(mem & prefilling, eng.pf + eng.chunk, eng.pf)
@@ -229,19 +359,19 @@ def complete(eng: Engine, req: Requests, g, te):
                      chunk=jnp.where(eng.gpu == g, 0, eng.chunk)), done
 
 
-def schedule(eng: Engine, req: Requests, hw: Hardware, g, t, horizon=INF,
-             fast_forward: bool = True) -> Engine:
+def schedule(eng: Engine, hw: Hardware, g, t, horizon=INF, fast_forward: bool = True) -> Engine:
   """Plans GPU g's next iteration at time t (preempt, admit, allocate tokens, set its end).
 
   With `fast_forward`, a pure-decode iteration is booked as a span of n identical iterations that
   stops at the first boundary after `horizon` at the latest (module docstring).
   """
+  req = eng.sreq
   mine = eng.gpu == g
   cap_blocks = _pick(hw.kv_blocks, g)
   # 1. KV check of the running set; keep the largest FCFS prefix that fits (= preempt newest).
   ft = eng.iter_end.dtype
   run = mine & (eng.status == RUNNING)
-  need_blk = jnp.where(run, _blocks(kv_need(eng, req)), 0)
+  need_blk = jnp.where(run, _blocks(kv_need(eng)), 0)
   keep = run & (_cumsum(need_blk, ft) <= cap_blocks)
   pre = run & ~keep
   status = jnp.where(pre, WAITING, eng.status)
@@ -312,19 +442,19 @@ def schedule(eng: Engine, req: Requests, hw: Hardware, g, t, horizon=INF,
 
 
 def _gpu_onehot(eng: Engine, dtype) -> jax.Array:
-  """[K, N] float one-hot of each request's GPU (rows of unrouted requests are zero)."""
+  """[W, N] float one-hot of each request's GPU (rows of unrouted requests are zero)."""
   return (eng.gpu[:, None] == jnp.arange(eng.busy.shape[0])[None, :]).astype(dtype)
 
 
 def _per_gpu_sums(onehot, columns):
-  """Per-GPU sums [N] of integer columns [K], as ONE matmul onehot^T @ [K, C] (a handful of
+  """Per-GPU sums [N] of integer columns [W], as ONE matmul onehot^T @ [W, C] (a handful of
   masked reductions cost more on CPU under vmap); exact while sums stay below 2^24."""
   x = jnp.stack(columns, -1).astype(onehot.dtype)
   out = jnp.round(onehot.T @ x).astype(jnp.int32)
   return [out[:, i] for i in range(len(columns))]
 
 
-def at_time(eng: Engine, req: Requests, hw: Hardware, t) -> Engine:
+def at_time(eng: Engine, hw: Hardware, t) -> Engine:
   """The engine as event-by-event simulation shows it at time t (inside decode spans).
 
   A span booked at t_start with n = reps iterations has completed k(t) = max{k < n: t_start +
@@ -332,6 +462,7 @@ def at_time(eng: Engine, req: Requests, hw: Hardware, t) -> Engine:
   context, and the GPU is in iteration k (ending at t_start + f(k + 1)). Everything else is
   unchanged. Observations use this view; it is a view, not a state to step from.
   """
+  req = eng.sreq
   ft = eng.iter_end.dtype
   onehot = _gpu_onehot(eng, ft)                                           # [K, N]
   mem = (eng.status == RUNNING) & (eng.chunk > 0) & (eng.pf >= eng.pt)
@@ -352,27 +483,27 @@ def at_time(eng: Engine, req: Requests, hw: Hardware, t) -> Engine:
       n_iter=jnp.where(span, eng.n_iter - eng.reps + k + 1, eng.n_iter).astype(jnp.int32))
 
 
-def next_event(eng: Engine, req: Requests):
+def next_event(eng: Engine):
   """(GPU index, time) of the earliest pending event (ties: lowest GPU index); time inf if none."""
-  ev = event_times(eng, req)
+  ev = event_times(eng)
   return jnp.argmin(ev), jnp.min(ev)
 
 
-def process_event(eng: Engine, req: Requests, hw: Hardware, g, te, slo_ttft, slo_tpot,
-                  horizon=INF, fast_forward: bool = True):
+def process_event(eng: Engine, hw: Hardware, g, te, slo_ttft, slo_tpot, horizon=INF,
+                  fast_forward: bool = True):
   """Ends GPU g's iteration (or decode span) at te and schedules its next one.
 
   Returns (engine, requests finished within the SLO, requests finished) by this event.
   """
-  eng, done = complete(eng, req, g, te)
-  good = done & slo_met(eng, req, slo_ttft, slo_tpot)
-  eng = schedule(eng, req, hw, g, te, horizon, fast_forward)
+  eng, done = complete(eng, g, te)
+  good = done & slo_met(eng, slo_ttft, slo_tpot)
+  eng = schedule(eng, hw, g, te, horizon, fast_forward)
   eng = eng.replace(last_event=jnp.maximum(eng.last_event, te), n_events=eng.n_events + 1)
   return eng, jnp.sum(good).astype(jnp.int32), jnp.sum(done).astype(jnp.int32)
 
 
-def run_until(eng: Engine, req: Requests, hw: Hardware, horizon, max_events: int,
-              slo_ttft, slo_tpot, fast_forward: bool = True):
+def run_until(eng: Engine, hw: Hardware, horizon, max_events: int, slo_ttft, slo_tpot,
+              fast_forward: bool = True):
   """Processes GPU events with time <= horizon (at most `max_events`).
 
   The next event (g, te) is carried in the loop state, so `event_times` runs once per event.
@@ -384,25 +515,26 @@ def run_until(eng: Engine, req: Requests, hw: Hardware, horizon, max_events: int
 
   def body(c):
     e, i, n_good, n_done, g, te = c
-    e, good, done = process_event(e, req, hw, g, te, slo_ttft, slo_tpot, horizon, fast_forward)
-    g, te = next_event(e, req)
+    e, good, done = process_event(e, hw, g, te, slo_ttft, slo_tpot, horizon, fast_forward)
+    g, te = next_event(e)
     return e, i + 1, n_good + good, n_done + done, g, te
 
   z = jnp.zeros((), jnp.int32)
-  g, te = next_event(eng, req)
+  g, te = next_event(eng)
   eng, i, n_good, n_done, _, te = jax.lax.while_loop(cond, body, (eng, z, z, z, g, te))
   hit = (i >= max_events) & (te <= horizon)
   return eng.replace(cap_hits=eng.cap_hits + hit.astype(jnp.int32)), n_good, n_done
 
 
-def slo_met(eng: Engine, req: Requests, slo_ttft, slo_tpot) -> jax.Array:
-  """[K] finished with TTFT <= slo_ttft and mean time per output token after the first <= slo_tpot."""
+def slo_met(eng: Engine, slo_ttft, slo_tpot) -> jax.Array:
+  """[W] finished with TTFT <= slo_ttft and mean time per output token after the first <= slo_tpot."""
+  req = eng.sreq
   ttft = eng.ttft - req.arrival
   tpot = (eng.finish - eng.ttft) / jnp.maximum(req.output - 1, 1)
   return (eng.status == DONE) & (ttft <= slo_ttft) & (tpot <= slo_tpot)
 
 
-def gpu_load(eng: Engine, req: Requests, pred_tokens: jax.Array):
+def gpu_load(eng: Engine, pred_tokens: jax.Array):
   """Per-GPU load features [N] each: outstanding/waiting/running counts, outstanding prefill
   tokens, predicted outstanding decode tokens (from the noisy predictor, never the true length)."""
   live = (eng.status == WAITING) | (eng.status == RUNNING)

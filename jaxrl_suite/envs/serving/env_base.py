@@ -58,17 +58,22 @@ class EventEnv(ServingEnv):
 
   fast_forward: book runs of identical pure-decode iterations as one exact event (engine.py);
   False simulates one event per iteration (same results, ~10x more events).
+  window: slots of the engine's active-request window (engine.py; None = the whole episode).
+  Each event costs O(window), so long steady-state replays (table_size in the thousands) need a
+  window of about the requests in flight; arrivals beyond it are rejected and counted.
   """
 
-  def __init__(self, table_size: int, max_events: int, fast_forward: bool = True):
+  def __init__(self, table_size: int, max_events: int, fast_forward: bool = True,
+               window: int | None = None):
     super().__init__()
     self.table_size = table_size
+    self.window = engine.window_size(table_size, window)
     self.max_events = max_events   # events per step before the step is cut (counted in cap_hits)
     self.fast_forward = fast_forward
 
   def process_event(self, state, g, te, horizon, params):
     """Ends GPU g's iteration (or decode span) at te: (state, requests finished within the SLO)."""
-    eng, good, _ = engine.process_event(state.eng, state.req, params.hw, g, te, params.slo_ttft,
+    eng, good, _ = engine.process_event(state.eng, params.hw, g, te, params.slo_ttft,
                                         params.slo_tpot, horizon, self.fast_forward)
     return state.replace(eng=eng), good
 
@@ -82,12 +87,13 @@ class EventEnv(ServingEnv):
 
   def step_env(self, key, state, action, params):
     state, horizon = self.act(state, action, params)
-    eng, n_good, _ = engine.run_until(state.eng, state.req, params.hw, horizon, self.max_events,
+    eng, n_good, _ = engine.run_until(state.eng, params.hw, horizon, self.max_events,
                                       params.slo_ttft, params.slo_tpot, self.fast_forward)
     return self.finish(state.replace(eng=eng), horizon, n_good, params)
 
   def is_terminated(self, state, params) -> jax.Array:
-    return jnp.all(state.eng.status == engine.DONE)
+    """Every request has entered the window (`state.nxt` = K) and none is still in flight."""
+    return (state.nxt >= self.table_size) & (engine.in_flight(state.eng) == 0)
 
   def is_terminal(self, state, params) -> jax.Array:
     return self.is_terminated(state, params)

@@ -73,7 +73,7 @@ def rollout_events(env, params, policy: Callable, pparams: Any, key, max_steps: 
     return state, horizon, key
 
   state, horizon, key = decide(obs, state, k_loop)
-  g, te = engine.next_event(state.eng, state.req)
+  g, te = engine.next_event(state.eng)
 
   def on_event(c):
     state, horizon, n_ev, step_good, steps, ret, done, key, g, te = c
@@ -98,7 +98,7 @@ def rollout_events(env, params, policy: Callable, pparams: Any, key, max_steps: 
     return (n_ev < env.max_events) & (te <= horizon)
 
   def with_next(out):
-    return (*out, *engine.next_event(out[0].eng, out[0].req))
+    return (*out, *engine.next_event(out[0].eng))
 
   def body(c):
     # An event if one is pending, then the step's end and next decision if none is left: a step
@@ -116,7 +116,7 @@ def episode_arrays(state, as_numpy: bool = True) -> dict[str, Any]:
   (numpy arrays, or jax arrays inside a jitted function with as_numpy=False)."""
   req = state.req
   if hasattr(state, "eng"):
-    e = state.eng
+    e = engine.results(state.eng)
     d = {"status": e.status, "ttft": e.ttft, "finish": e.finish, "gpu": e.gpu, "npre": e.npre}
   else:
     d = {"status": state.status, "ttft": state.ttft, "finish": state.finish,

@@ -65,8 +65,8 @@ class ServingRoute(env_base.EventEnv):
   obs_high = 10.0
 
   def __init__(self, n_gpus: int = 4, table_size: int = 128, max_events: int = 256,
-               fast_forward: bool = True):
-    super().__init__(table_size, max_events, fast_forward)
+               fast_forward: bool = True, window: int | None = None):
+    super().__init__(table_size, max_events, fast_forward, window)
     self.n_gpus = n_gpus
 
   @property
@@ -85,7 +85,7 @@ class ServingRoute(env_base.EventEnv):
     req = workload.sample_requests(key, params.trace, self.table_size,
                                    workload.draw_rate(key, params.rate_scale, params.rate_mults),
                                    params.window_start, params.pred_acc)
-    eng = engine.init_engine(req, self.n_gpus, params.cap)
+    eng = engine.init_engine(req, self.n_gpus, params.cap, self.window)
     state = EnvState(eng=eng, req=req, t=req.arrival[0], nxt=jnp.zeros((), jnp.int32),
                      n_good=jnp.zeros((), jnp.int32), time=jnp.zeros((), jnp.int32))
     return self.get_obs(state, params), state
@@ -100,10 +100,7 @@ class ServingRoute(env_base.EventEnv):
     i = state.nxt
     has = i < k
     ic = jnp.minimum(i, k - 1)
-    eng = state.eng
-    eng = eng.replace(
-        gpu=eng.gpu.at[ic].set(jnp.where(has, action.astype(jnp.int32), eng.gpu[ic])),
-        status=eng.status.at[ic].set(jnp.where(has, engine.WAITING, eng.status[ic])))
+    eng = engine.insert(state.eng, state.req, ic, action, has)
     nxt = i + has.astype(jnp.int32)
     horizon = jnp.where(nxt < k, state.req.arrival[jnp.minimum(nxt, k - 1)],
                         state.t + params.drain_dt)
@@ -116,9 +113,9 @@ class ServingRoute(env_base.EventEnv):
   def get_obs(self, state: EnvState, params: EnvParams, key=None) -> jax.Array:
     n, k = self.n_gpus, self.table_size
     req, hw = state.req, params.hw
-    eng = engine.at_time(state.eng, req, hw, state.t)   # inside decode spans: as seen at t
-    pred_tok = jnp.asarray(workload.BUCKET_TOKENS)[req.pred]
-    load = engine.gpu_load(eng, req, pred_tok)
+    eng = engine.at_time(state.eng, hw, state.t)   # inside decode spans: as seen at t
+    pred_tok = jnp.asarray(workload.BUCKET_TOKENS)[eng.sreq.pred]
+    load = engine.gpu_load(eng, pred_tok)
     f = lambda x: x.astype(jnp.float32)
     per = jnp.concatenate([
         jnp.stack([f(load["outstanding"]) / 16, f(load["waiting"]) / 16,
@@ -163,9 +160,10 @@ def default_params(cluster: Sequence[str] = DEFAULT_CLUSTER, trace: str | traces
 
 def make_routing(n_gpus: int | None = None, table_size: int = 128, max_events: int = 256,
                  cluster: Sequence[str] = DEFAULT_CLUSTER, fast_forward: bool = True,
-                 **param_overrides: Any):
-  """Factory for `ServingRoute-v0`: returns (env, env_params)."""
+                 window: int | None = None, **param_overrides: Any):
+  """Factory for `ServingRoute-v0`: returns (env, env_params). `window`: engine slots (None =
+  table_size; see env_base.EventEnv)."""
   if n_gpus is not None and n_gpus != len(cluster):
     raise ValueError(f"n_gpus={n_gpus} does not match cluster {cluster}")
-  env = ServingRoute(len(cluster), table_size, max_events, fast_forward)
+  env = ServingRoute(len(cluster), table_size, max_events, fast_forward, window)
   return env, default_params(cluster=cluster, **param_overrides)
