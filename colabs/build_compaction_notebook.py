@@ -2,9 +2,9 @@ r"""Builds colabs/compaction.ipynb (run from anywhere: python colabs/build_compa
 
 Cells are Python strings here (reviewable); the shared setup cell comes from
 `build_notebooks.with_setup`. The notebook runs in well under a minute: it plays StreamLedger-v0
-with a truthful script, shows a warm-start corpus row, checks the re-segmentation property of the
-token-level loss, and reads the committed results/compaction.json (it trains nothing;
-`python -m experiments.compaction` does).
+with a truthful script and plots its running totals, shows warm-start corpus rows, checks the
+re-segmentation property of the token-level loss, and reads the committed results/compaction.json
+and its figure (it trains nothing; `python -m experiments.compaction` does).
 """
 
 from __future__ import annotations
@@ -56,6 +56,19 @@ for t in range(8):
   if term:
     break
 """),
+      _md("**The ledger** the script kept: running totals (mod 10) of each item after every "
+          "event. A summary must carry these four digits across a compaction."),
+      _code(r"""
+import matplotlib.pyplot as plt
+n = int(p.num_events)
+run = np.array([np.asarray(sl.totals_after(st.items, st.amounts, e)) for e in range(n + 1)])
+plt.figure(figsize=(6, 3))
+for i in range(int(p.num_items)):
+  plt.step(np.arange(n + 1), run[:, i], where="post", label="ABCD"[i])
+plt.xlabel("events shown"); plt.ylabel("total mod 10"); plt.legend(ncol=4, fontsize=8)
+plt.title("StreamLedger-v0: running totals")
+plt.show()
+"""),
       _md("**Warm-start corpus rows** in the rollout's window layout (`1` marks trained tokens: "
           "answers and the written summary). Some summaries drop or corrupt a total."),
       _code(r"""
@@ -72,6 +85,13 @@ print(comp.resegmentation_gap(jax.random.PRNGKey(0), trials=10))
 """),
       _md("**Measured verdicts** (from the committed full run, if present)."),
       verdicts_cell("compaction"),
+      _code(r"""
+from IPython.display import Image, display
+from jaxrl_suite.core import results as R
+png = os.path.join(R.REPO_ROOT, "results", "compaction.png")
+if os.path.exists(png):
+  display(Image(filename=png))
+"""),
   ]
   return notebook(cells)
 
