@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ml_collections
 
+from configs import checks
+
 from jaxrl_suite.lm import stapo as _stapo
 
 
@@ -56,6 +58,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.lr = 1e-3
   c.clip_eps = 0.2
   c.kl_coef = 0.0
+  c.max_grad_norm = 1.0
   c.epochs = 1
   c.num_minibatches = 1
   c.step_weight = 1.0
@@ -89,24 +92,24 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
 def validate(c: ml_collections.ConfigDict) -> None:
   """Raises ValueError naming the first bad field."""
-  for f in ("window", "max_segments", "ws_episodes", "ws_steps", "ws_batch", "det_seeds",
-            "det_batches", "det_envs", "num_seeds", "train_steps", "train_envs", "group_size",
-            "eval_envs", "chunk", "epochs", "num_minibatches"):
-    if int(c[f]) <= 0:
-      raise ValueError(f"config.{f} must be positive, got {c[f]}")
+  checks.positive_ints(c, ("window", "max_segments", "ws_episodes", "ws_steps", "ws_batch",
+                           "det_seeds", "det_batches", "det_envs", "num_seeds", "train_steps",
+                           "train_envs", "group_size", "eval_envs", "chunk", "epochs",
+                           "num_minibatches", "min_count"))
+  checks.positive_floats(c, ("lr", "ws_lr", "clip_eps", "temperature", "outlier_threshold",
+                           "max_grad_norm"))
+  checks.positive_floats(c, ("kl_coef", "step_weight", "empg_k", "empg_k_future", "empg_zeta",
+                             "penalty"), allow_zero=True)
+  checks.probabilities(c, ("keep_frac", "ws_noisy_share", "ws_noise", "ws_note_prob",
+                           "ema_decay"))
+  if c.keep_frac == 0:
+    raise ValueError(f"config.keep_frac must be in (0, 1], got {c.keep_frac}")
   if c.group_size < 2:
     raise ValueError(f"config.group_size must be >= 2 (groups), got {c.group_size}")
   for f in ("det_envs", "train_envs", "eval_envs"):
     if c[f] % c.group_size:
       raise ValueError(f"config.{f}={c[f]} is not a multiple of group_size={c.group_size}")
-  for m in c.methods:
-    if m not in _stapo.METHODS:
-      raise ValueError(f"config.methods: unknown method {m!r}; known {_stapo.METHODS}")
+  checks.subset_of(c, "methods", _stapo.METHODS)
   if "grpo" not in c.methods:
     raise ValueError("config.methods must include 'grpo' (the claims are relative to it)")
-  if not 0.0 < c.keep_frac <= 1.0:
-    raise ValueError(f"config.keep_frac must be in (0, 1], got {c.keep_frac}")
-  if c.outlier_rule not in ("z", "two_sided", "top"):
-    raise ValueError(f"config.outlier_rule must be z, two_sided or top, got {c.outlier_rule!r}")
-  if not 0.0 <= c.ws_noisy_share <= 1.0 or not 0.0 <= c.ws_noise <= 1.0:
-    raise ValueError("config.ws_noisy_share and config.ws_noise must be in [0, 1]")
+  checks.one_of(c, "outlier_rule", ("z", "two_sided", "top"))

@@ -30,10 +30,8 @@ import json  # noqa: E402
 import time  # noqa: E402
 
 from absl import app  # noqa: E402
-from absl import flags  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
 import numpy as np  # noqa: E402
 
 from experiments import cli  # noqa: E402
@@ -48,13 +46,7 @@ from jaxrl_suite.lm import stapo  # noqa: E402
 from jaxrl_suite.lm import token_ppo  # noqa: E402
 
 NAME = "stapo"
-_CONFIG_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                            "configs", "stapo.py")
-cli.replace_flags(("config", "quick", "workdir", "results_dir"))
-_CONFIG = config_flags.DEFINE_config_file("config", _CONFIG_PATH, "Experiment config.")
-_QUICK = flags.DEFINE_bool("quick", False, "Quick smoke-test mode (CI).")
-_WORKDIR = flags.DEFINE_string("workdir", os.path.join("workdirs", NAME), "Checkpoint cache.")
-_RESULTS = flags.DEFINE_string("results_dir", None, "Override the results directory.")
+_FLAGS = cli.ScriptFlags(NAME, cli.config_path(NAME))
 
 
 def setup(config):
@@ -182,7 +174,7 @@ def train_all(config, env, p, cfg, rcfg, params, key):
       min_count=config.min_count)
   pc = token_ppo.TokenPPOConfig(
       epochs=config.epochs, num_minibatches=config.num_minibatches, lr=config.lr,
-      clip_eps=config.clip_eps, kl_coef=config.kl_coef, advantage="gae", gamma=1.0, lam=1.0,
+      clip_eps=config.clip_eps, kl_coef=config.kl_coef, max_grad_norm=config.max_grad_norm,
       group_size=config.group_size)
   init, step = stapo.make_train_step(cfg, env, p, rcfg, config.train_envs, mc, pc)
   methods = list(config.methods)
@@ -292,7 +284,21 @@ def make_claims(det: dict, ev: dict, curves: dict, methods: list) -> tuple[list,
   return claims, table
 
 
-def _markdown(config, ws_info, det, table, methods, start, timing) -> str:
+def fair_chance(ev: dict, start: dict, curves: dict, methods: list) -> dict:
+  """Did RL get a fair chance? Per method: final evaluation success minus the warm start's on the
+  same evaluation keys (paired over seeds, 95% CI), and the training curve's first vs last fifth.
+  GRPO (the baseline the hyperparameters were chosen on) must improve for the training verdicts
+  to mean anything."""
+  out = {}
+  for j, m in enumerate(methods):
+    c = curves["success"][j].mean(0)
+    n = max(1, len(c) // 5)
+    out[m] = {"gain_vs_start": stats.mean_ci(ev["success"][j] - np.asarray(start["success"])),
+              "curve_first_fifth": float(c[:n].mean()), "curve_last_fifth": float(c[-n:].mean())}
+  return out
+
+
+def _markdown(config, ws_info, det, table, methods, start, timing, fair) -> str:
   L = ["## Setup", "",
        f"GoalHouse-v0 {config.env.to_dict()}, model FAMILY_V2[{config.model!r}], window W = "
        f"{config.window} tokens (TruncateOldest without the task: the goal scrolls out), G = "
@@ -318,6 +324,15 @@ def _markdown(config, ws_info, det, table, methods, start, timing) -> str:
     L.append(f"| {m} | {_fmt(t['success'], True)} | {_fmt(t['neglect_per100'])} | "
              f"{_fmt(t['neglect_episodes'], True)} | {_fmt(t['note_rate'], True)} | "
              f"{100 * c['first']:.1f}% -> {100 * c['last']:.1f}% ({100 * c['last_half_slope_per10']:+.1f} pts) |")
+  g = fair["grpo"]["gain_vs_start"]
+  L += ["", f"Fair-chance check (hyperparameters chosen on GRPO, the same for every method): GRPO "
+        f"success minus the warm start's on the same evaluation keys {100 * g[0]:+.1f} points "
+        f"[{100 * g[1]:+.1f}, {100 * g[2]:+.1f}]; training-rollout success first fifth -> last "
+        f"fifth {100 * fair['grpo']['curve_first_fifth']:.1f}% -> "
+        f"{100 * fair['grpo']['curve_last_fifth']:.1f}%. "
+        + ("RL improved on the warm start." if g[1] > 0 else
+           "The CI does not exclude no gain: RL did not clearly improve, so the training "
+           "verdicts below are about methods that barely moved the policy.")]
   L += ["", f"Strongest baseline (highest final success among GiGPO / EMPG / 80-20): "
         f"{table['_strongest_baseline']}.", "",
         f"Training time: compile {timing.get('compile_s', 0):.0f} s, run "
@@ -325,21 +340,30 @@ def _markdown(config, ws_info, det, table, methods, start, timing) -> str:
   return "\n".join(L)
 
 
-def _plot(curves, det, methods, path):
+def _smooth(c: np.ndarray, n: int) -> np.ndarray:
+  """Trailing moving average over the last n iterations of curves [seeds, steps]."""
+  cs = np.cumsum(np.pad(c, ((0, 0), (1, 0))), axis=1)
+  idx = np.arange(1, c.shape[1] + 1)
+  lo = np.maximum(idx - n, 0)
+  return (cs[:, idx] - cs[:, lo]) / (idx - lo)
+
+
+def _plot(curves, det, methods, path, smooth: int = 5):
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
   fig, ax = plt.subplots(1, 3, figsize=(15, 4))
   for j, m in enumerate(methods):
     for a, k in ((ax[0], "success"), (ax[1], "neglect_per100")):
-      c = curves[k][j]
+      c = _smooth(curves[k][j], smooth)
       mu = c.mean(0)
       half = 1.96 * c.std(0, ddof=1) / np.sqrt(c.shape[0]) if c.shape[0] > 1 else 0 * mu
       x = np.arange(len(mu))
       a.plot(x, mu, label=m)
       a.fill_between(x, mu - half, mu + half, alpha=0.15)
-  ax[0].set(title="success (training rollouts)", xlabel="iteration")
-  ax[1].set(title="neglect events / 100 steps", xlabel="iteration")
+  ax[0].set(title=f"success (training rollouts, {smooth}-iteration mean, 95% CI over seeds)",
+            xlabel="iteration")
+  ax[1].set(title=f"neglect events / 100 steps ({smooth}-iteration mean)", xlabel="iteration")
   ax[0].legend(fontsize=7)
   names = ["auroc_z", "auroc_ratio", "auroc_raw", "precision_z", "precision_raw"]
   mu = [det[k][0] for k in names]
@@ -367,6 +391,7 @@ def run(config, quick: bool, workdir: str, results_dir=None) -> dict:
   methods = list(config.methods)
   ev, curves, start, timing = train_all(config, env, p, cfg, rcfg, params, k_tr)
   claims, table = make_claims(det, ev, curves, methods)
+  fair = fair_chance(ev, start, curves, methods)
   results_dir = results_dir or results_lib.output_dir("quick" if quick else "full")
   os.makedirs(results_dir, exist_ok=True)
   _plot(curves, det, methods, os.path.join(results_dir, f"{NAME}.png"))
@@ -375,20 +400,22 @@ def run(config, quick: bool, workdir: str, results_dir=None) -> dict:
              "curves": {k: {m: curves[k][j].mean(0) for j, m in enumerate(methods)}
                         for k in ("success", "neglect_per100", "outlier_share",
                                   "outlier_precision", "share_recurring", "note_rate")},
-             "timing": timing}
+             "fair_chance": fair, "timing": timing}
   results_lib.write_results(NAME, mode="quick" if quick else "full", config=config,
                             seeds=list(range(config.num_seeds)), claims=claims,
                             wall_time_s=time.time() - t0, payload=payload,
                             markdown=_markdown(config, ws_info, det, table, methods, start,
-                                               timing), results_dir=results_dir)
+                                               timing, fair), results_dir=results_dir)
   return {"claims": claims, "detection": det, "final": table, "warm_start": ws_info}
 
 
 def main(argv):
   del argv
   from configs import stapo as stapo_config
-  config = cli.config_for(stapo_config, _CONFIG.value, _QUICK.value)
-  out = run(config, _QUICK.value, _WORKDIR.value, _RESULTS.value)
+  quick = _FLAGS.quick.value
+  config = cli.config_for(stapo_config, _FLAGS.config.value, quick)
+  with cli.user_errors():
+    out = run(config, quick, _FLAGS.workdir.value, _FLAGS.results_dir.value)
   print(results_lib.verdict_table(out["claims"]))
 
 

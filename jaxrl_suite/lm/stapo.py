@@ -346,34 +346,19 @@ def per_turn_mean(x: jax.Array, turn: jax.Array, mask: jax.Array, num_turns: int
   return s / jnp.maximum(n, 1.0)
 
 
-def encode_turn_advantages(ro, adv: jax.Array, keep: jax.Array):
-  """A rollout whose token-GAE advantages (gamma = lam = 1, no critic) equal `adv`.
+def with_turn_advantages(ro, adv: jax.Array, keep: jax.Array):
+  """The rollout the shared learner trains on: per-turn advantages adv [B, H] carried in
+  `info["turn_advantage"]`, trainable narrowed to keep [B, K, W] (80/20 mask, STAPO "only"
+  reading). `turn_advantage_fn` spreads them onto the kept tokens of each turn, so every method
+  here is one advantage array plus one mask fed to `token_ppo.make_learner`: no second loop."""
+  return ro._replace(trainable=ro.trainable & keep,
+                     info={**ro.info, "turn_advantage": adv.astype(jnp.float32)})
 
-  adv [B, H] per-turn advantages; keep [B, K, W] bool: tokens that get gradient (80/20 mask,
-  STAPO "only" reading). `token_ppo` computes A_n = sum of the rewards on trainable tokens from
-  n on; putting r_t = adv_t - adv_t' (t' the next turn with kept tokens) on the LAST kept token
-  of turn t telescopes to A_n = adv_t on every kept token of turn t. So every method here is
-  one advantage array plus one mask fed to the shared learner (`token_ppo.make_learner` with
-  advantage "gae", gamma 1, lam 1, ValueConfig("none")): no second update loop.
-  """
-  b, k, w = ro.tokens.shape
-  h = adv.shape[1]
-  tr = ro.trainable & keep
-  flat_tr = tr.reshape(b, -1)
-  t_idx = jnp.where(flat_tr, ro.turn.reshape(b, -1), h)
-  pos = jnp.broadcast_to(jnp.arange(k * w), (b, k * w))
-  last = jax.vmap(lambda p, t: jax.ops.segment_max(jnp.where(t < h, p, -1), t, h + 1))(pos, t_idx)
-  last = jnp.maximum(last[:, :h], -1).astype(jnp.int32)
-  has = last >= 0
 
-  def nxt(carry, x):
-    a_t, has_t = x
-    return jnp.where(has_t, a_t, carry), carry
-  _, a_next = jax.lax.scan(nxt, jnp.zeros((b,), jnp.float32),
-                           (adv.T.astype(jnp.float32), has.T), reverse=True)
-  rewards = jnp.where(has, adv - a_next.T, 0.0)
-  return ro._replace(trainable=tr, rewards=rewards.astype(jnp.float32),
-                     action_end=jnp.where(has, last, -1))
+def turn_advantage_fn(ro, values):
+  """`token_ppo.make_learner(advantage_fn=...)`: A_n = adv_t on every trainable token n of turn
+  t (exact: no reward encoding), zero value targets (the methods here have no critic)."""
+  return lm_adv.broadcast_turns(ro, ro.info["turn_advantage"]), jnp.zeros_like(values)
 
 
 # ---- one training iteration of every compared method -----------------------------------------
@@ -466,14 +451,11 @@ def method_advantages(mcfg: MethodConfig, method: jax.Array, ro, tok_ent, h, nor
 def make_train_step(cfg, env, env_params, rcfg, num_envs: int, mcfg: MethodConfig, pcfg):
   """(init(params, method index) -> carry, step(carry, key) -> (carry, metrics)): the
   `multi_turn_rollout`, the method's advantages (`method_advantages`), B's token-PPO update
-  (`token_ppo.make_learner`, advantages encoded by `encode_turn_advantages`). Pure; vmap it over
-  (method, seed) pairs. `pcfg` must be a TokenPPOConfig with advantage "gae", gamma 1, lam 1 (checked)."""
-  if (pcfg.advantage, pcfg.gamma, pcfg.lam, pcfg.normalize_advantages) != ("gae", 1.0, 1.0,
-                                                                           False):
-    raise ValueError("make_train_step needs TokenPPOConfig(advantage='gae', gamma=1, lam=1, "
-                     f"normalize_advantages=False), got {pcfg}")
+  (`token_ppo.make_learner` with `advantage_fn=turn_advantage_fn`: the method's advantages
+  replace the learner's estimator, so `pcfg.advantage` / `normalize_advantages` are unused).
+  Pure; vmap it over (method, seed) pairs."""
   vcfg = lm_value.ValueConfig("none")
-  init_l, update = token_ppo.make_learner(cfg, vcfg, pcfg)
+  init_l, update = token_ppo.make_learner(cfg, vcfg, pcfg, advantage_fn=turn_advantage_fn)
   num_keys = gh.num_state_keys(env_params)
 
   def init(params, method: jax.Array):
@@ -487,7 +469,7 @@ def make_train_step(cfg, env, env_params, rcfg, num_envs: int, mcfg: MethodConfi
     tok_ent, h, norm = turn_signals(cfg, state.params, ro, mcfg.group_size, ema, mcfg.min_count)
     ema = update_ema(ema, h, ro.state_key, ro.turn_valid, mcfg.ema_decay)
     adv, keep, out = method_advantages(mcfg, method, ro, tok_ent, h, norm)
-    state, m = update(state, encode_turn_advantages(ro, adv, keep), k_up)
+    state, m = update(state, with_turn_advantages(ro, adv, keep), k_up)
     valid = ro.turn_valid
     lab = ro.info["neglect"].any(-1) & valid
     n_out = jnp.maximum(out.sum(), 1)

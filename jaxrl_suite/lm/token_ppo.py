@@ -26,7 +26,7 @@ parameters move.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -178,9 +178,21 @@ class TrainState(NamedTuple):
   step: jax.Array   # int32 [] iterations done
 
 
-def make_learner(cfg: lm_model.LMConfig, vcfg: lm_value.ValueConfig, pcfg: TokenPPOConfig):
+AdvantageFn = Callable[[lm_rollout.Rollout, jax.Array], tuple[jax.Array, jax.Array]]
+
+
+def make_learner(cfg: lm_model.LMConfig, vcfg: lm_value.ValueConfig, pcfg: TokenPPOConfig,
+                 advantage_fn: Optional[AdvantageFn] = None):
   """Returns (init(params, vparams, ref_params) -> TrainState,
-  update(state, rollout, key) -> (state, metrics)); pure and vmappable."""
+  update(state, rollout, key) -> (state, metrics)); pure and vmappable.
+
+  advantage_fn(rollout, old_values [B, K, W]) -> (advantages, value targets) [B, K, W] replaces
+  `token_advantages(pcfg, ...)` (the configured estimator and its optional whitening) when
+  given: a caller with its own per-step or per-turn advantages (e.g. carried in `rollout.info`
+  and spread with `advantages.broadcast_turns`) supplies them directly. Only tokens with
+  `rollout.trainable` carry weight in the loss, whatever the function returns elsewhere.
+  None (default) is the configured estimator, unchanged.
+  """
   opt_pi = optax.chain(optax.clip_by_global_norm(pcfg.max_grad_norm), optax.adam(pcfg.lr))
   opt_v = optax.chain(optax.clip_by_global_norm(pcfg.max_grad_norm), optax.adam(pcfg.critic_lr))
 
@@ -198,7 +210,10 @@ def make_learner(cfg: lm_model.LMConfig, vcfg: lm_value.ValueConfig, pcfg: Token
     ref = lm_value.policy_and_values(cfg, lm_value.ValueConfig("none"), state.ref_params, {},
                                      flat_tok)
     old_logp, old_v = old.logp.reshape(b, k, w), old.values.reshape(b, k, w)
-    adv, tgt = token_advantages(pcfg, ro, old_v)
+    if advantage_fn is None:
+      adv, tgt = token_advantages(pcfg, ro, old_v)
+    else:
+      adv, tgt = advantage_fn(ro, old_v)
     data = Batch(ro.tokens, ro.trainable, old_logp, ref.logp.reshape(b, k, w), adv, tgt, old_v)
     train_policy = state.step >= pcfg.critic_warmup_steps
     mb = b // pcfg.num_minibatches

@@ -1,4 +1,4 @@
-"""STAPO on the shared learner: the advantage encoding, the methods' masks, a jitted step."""
+"""STAPO on the shared learner: the per-turn advantage hook, the methods' masks, a jitted step."""
 
 import jax
 import jax.flatten_util
@@ -17,8 +17,7 @@ ENV, P = gh.make_goal_house(num_rooms=3, num_receptacles=4, num_objects=4, max_s
 CFG = lm_model.FAMILY_V2["xs"]
 RCFG = lm_rollout.RolloutConfig(num_turns=6, window=32, max_segments=6,
                                 overflow=lm_rollout.TruncateOldest(keep_task=False))
-PCFG = token_ppo.TokenPPOConfig(epochs=1, num_minibatches=1, advantage="gae", gamma=1.0,
-                                lam=1.0, group_size=4, lr=1e-3)
+PCFG = token_ppo.TokenPPOConfig(epochs=1, num_minibatches=1, group_size=4, lr=1e-3)
 
 
 @pytest.fixture(scope="module")
@@ -30,34 +29,42 @@ def ro():
   return r._replace(rewards=r.rewards.at[::3, 0].set(1.0))
 
 
-def _gae_adv(r):
-  adv, _ = token_ppo.token_advantages(PCFG, r, jnp.zeros(r.tokens.shape))
+def _hook_adv(r):
+  adv, tgt = stapo.turn_advantage_fn(r, jnp.zeros(r.tokens.shape))
+  assert float(jnp.abs(tgt).max()) == 0.0
   return np.asarray(adv)
 
 
-def test_encoding_reproduces_per_turn_advantages(ro):
+def test_turn_advantages_reach_every_token_of_their_turn(ro):
   b, h = ro.rewards.shape
-  adv_turn = jax.random.normal(jax.random.PRNGKey(2), (b, h))
-  enc = stapo.encode_turn_advantages(ro, adv_turn, jnp.ones(ro.trainable.shape, bool))
-  want = np.asarray(lm_adv.broadcast_turns(ro, adv_turn))
-  np.testing.assert_allclose(_gae_adv(enc), want, rtol=1e-5, atol=1e-5)
+  adv_turn = np.asarray(jax.random.normal(jax.random.PRNGKey(2), (b, h)))
+  got = _hook_adv(stapo.with_turn_advantages(ro, jnp.asarray(adv_turn),
+                                             jnp.ones(ro.trainable.shape, bool)))
+  # numpy reference: token n of trajectory i gets adv_turn[i, turn(n)] where trainable, else 0
+  tr, turn = np.asarray(ro.trainable), np.asarray(ro.turn)
+  want = np.where(tr, np.take_along_axis(adv_turn, np.clip(turn, 0, h - 1).reshape(b, -1),
+                                         1).reshape(tr.shape), 0.0)
+  np.testing.assert_array_equal(got, want.astype(np.float32))
 
 
-def test_encoding_of_grpo_equals_the_learners_grpo(ro):
+def test_grpo_through_the_hook_equals_the_learners_grpo(ro):
+  """method grpo (episode advantages per turn, through the hook) = token_ppo's own "grpo"."""
   base = stapo.episode_advantages(ro.returns, 4)[:, None] * jnp.ones(ro.rewards.shape)
-  enc = stapo.encode_turn_advantages(ro, base, jnp.ones(ro.trainable.shape, bool))
-  np.testing.assert_allclose(_gae_adv(enc), np.asarray(lm_adv.grpo_token_advantages(ro, 4)),
-                             rtol=1e-5, atol=1e-5)
+  got = _hook_adv(stapo.with_turn_advantages(ro, base, jnp.ones(ro.trainable.shape, bool)))
+  np.testing.assert_allclose(got, np.asarray(lm_adv.grpo_token_advantages(ro, 4)),
+                             rtol=1e-6, atol=1e-7)
 
 
-def test_encoding_with_a_token_mask(ro):
+def test_token_mask_narrows_the_trainable_tokens(ro):
   b, h = ro.rewards.shape
   adv_turn = jax.random.normal(jax.random.PRNGKey(3), (b, h))
   keep = jax.random.bernoulli(jax.random.PRNGKey(4), 0.4, ro.trainable.shape)
-  enc = stapo.encode_turn_advantages(ro, adv_turn, keep)
-  assert bool((enc.trainable == (ro.trainable & keep)).all())
-  want = np.where(np.asarray(enc.trainable), np.asarray(lm_adv.broadcast_turns(ro, adv_turn)), 0)
-  np.testing.assert_allclose(_gae_adv(enc), want, rtol=1e-5, atol=1e-5)
+  r = stapo.with_turn_advantages(ro, adv_turn, keep)
+  assert bool((r.trainable == (ro.trainable & keep)).all())
+  got = _hook_adv(r)
+  assert (got[~np.asarray(r.trainable)] == 0).all()
+  full = _hook_adv(stapo.with_turn_advantages(ro, adv_turn, jnp.ones(ro.trainable.shape, bool)))
+  np.testing.assert_array_equal(got, np.where(np.asarray(r.trainable), full, 0.0))
 
 
 @pytest.mark.slow
