@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax.numpy as jnp
+
 from jaxrl_suite.envs.ballast.env import BallastNet, EnvParams, EnvState, obs_fields, split_obs
 from jaxrl_suite.envs.ballast.layout import LayoutError, load_layout, validate_layout
 from jaxrl_suite.envs.ballast.routes import build_routes
@@ -31,5 +33,26 @@ def make_ballast(layout: str = "ring14", task: str = "v1", **overrides: Any):
   return env, params.replace(**overrides)
 
 
+def make_hydro(layout: str | dict = "ring14", n_bank: int = 1024, seed: int = 0,
+               sizes: Any = "auto", **overrides: Any):
+  """Builds (BallastHydro env, HydroParams, bank report) for a layout (shipped name, JSON path or
+  dict): hydraulics from the layout, an episode bank of n_bank oracle-finishable episodes
+  (episodes.make_bank), sizes "auto" (from this layout) or a family's `routes.layout_sizes`.
+  Overrides are HydroParams knobs (heel_limit=2.0, dt_h, max_steps_in_episode, ...)."""
+  from jaxrl_suite.envs.ballast.episodes import make_bank
+  from jaxrl_suite.envs.ballast.hydro_env import BallastHydro, EpisodeBank, hydro_params
+  lay = load_layout(layout) if isinstance(layout, str) else layout
+  if not isinstance(layout, str):
+    validate_layout(lay)
+  graph = build_routes(lay, sizes)
+  T, E = graph["cap"].shape[0], graph["edge_mask"].shape[0]
+  z = jnp.zeros((1, T))
+  empty = EpisodeBank(vol0=z, target=z, clog=jnp.ones((1, E)), m_heel0=jnp.zeros(1),
+                      m_trim0=jnp.zeros(1), n_blocked=jnp.zeros(1, jnp.int32))
+  params = hydro_params(lay, graph, empty, **overrides)
+  bank, report = make_bank(lay, graph, params, n=n_bank, seed=seed)
+  return BallastHydro(layout_name=lay["name"]), params.replace(bank=bank), report
+
+
 __all__ = ["BallastNet", "EnvParams", "EnvState", "LayoutError", "build_routes", "load_layout",
-           "make_ballast", "obs_fields", "split_obs", "validate_layout"]
+           "make_ballast", "make_hydro", "obs_fields", "split_obs", "validate_layout"]

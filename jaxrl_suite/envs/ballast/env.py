@@ -286,6 +286,32 @@ def _onehot_tank(idx, n=T_MAX + 1):
   return jax.nn.one_hot(idx, n)[:T_MAX]  # SEA (index T) column dropped
 
 
+def update_evidence(ev, kk, valid, ratio, informative, params):
+  """Shared belief update (module docstring) after a command on route kk with observed ratio.
+
+  ev = (good[E], chat[E], exercised[E], fail_sets[F,E], fail_kind[F], fail_route[F], fail_ptr);
+  params needs route_edges, r_fail, r_good (BallastNet-v0 and BallastHydro share it).
+  """
+  good, chat, exercised, fsets, fkind, froute, ptr = ev
+  route = params.route_edges[kk] & valid & informative
+  fail = route.any() & (ratio < params.r_fail)
+  ok = route.any() & (ratio > params.r_good)
+  mid = route.any() & ~fail & ~ok
+  f = route & ~good
+  kind = jnp.where(fail, 1, 2)
+  dup = jnp.any(jnp.all(fsets == f[None, :], axis=1) & (fkind == kind))
+  add = (fail | mid) & f.any() & ~dup
+  fsets = jnp.where(add, fsets.at[ptr].set(f), fsets)
+  fkind = jnp.where(add, fkind.at[ptr].set(kind), fkind)
+  froute = jnp.where(add, froute.at[ptr].set(kk), froute)
+  ptr = jnp.where(add, (ptr + 1) % fsets.shape[0], ptr)
+  good = good | (ok & route)
+  chat = jnp.where(ok & route, 1.0, chat)
+  chat = jnp.where(mid & route & ~good, jnp.minimum(chat, jnp.maximum(ratio, 0.05)), chat)
+  exercised = exercised | route
+  return good, chat, exercised, fsets, fkind, froute, ptr
+
+
 class BallastNet(environment.Environment[EnvState, EnvParams]):
   """BallastNet-v0 (see module docstring). `task` is "v1" (ballast plan) or "v2" (stability)."""
 
@@ -488,24 +514,7 @@ class BallastNet(environment.Environment[EnvState, EnvParams]):
     return vol, nominal, valid, kk, src, dst, rate, dv
 
   def _update_evidence(self, ev, kk, valid, ratio, informative, params: EnvParams):
-    good, chat, exercised, fsets, fkind, froute, ptr = ev
-    route = params.route_edges[kk] & valid & informative
-    fail = route.any() & (ratio < params.r_fail)
-    ok = route.any() & (ratio > params.r_good)
-    mid = route.any() & ~fail & ~ok
-    f = route & ~good
-    kind = jnp.where(fail, 1, 2)
-    dup = jnp.any(jnp.all(fsets == f[None, :], axis=1) & (fkind == kind))
-    add = (fail | mid) & f.any() & ~dup
-    fsets = jnp.where(add, fsets.at[ptr].set(f), fsets)
-    fkind = jnp.where(add, fkind.at[ptr].set(kind), fkind)
-    froute = jnp.where(add, froute.at[ptr].set(kk), froute)
-    ptr = jnp.where(add, (ptr + 1) % F_MAX, ptr)
-    good = good | (ok & route)
-    chat = jnp.where(ok & route, 1.0, chat)
-    chat = jnp.where(mid & route & ~good, jnp.minimum(chat, jnp.maximum(ratio, 0.05)), chat)
-    exercised = exercised | route
-    return good, chat, exercised, fsets, fkind, froute, ptr
+    return update_evidence(ev, kk, valid, ratio, informative, params)
 
   def step_env(self, key: chex.PRNGKey, state: EnvState, action, params: EnvParams):
     acts = jnp.reshape(jnp.asarray(action, jnp.int32), (-1,))

@@ -1,0 +1,123 @@
+"""Replanner baselines for BallastHydro-v0, as policies `policy(bp, obs, key) -> int32[P]`.
+
+They read the same evidence as the BallastNet-v0 baselines (confirmed-good edges, believed flow
+ratios chat_e, failure sets; baselines.evidence) and the layout's public hydraulic data (pump
+curves, pipe resistances, tank geometry: the operator has the ship's drawings, not its clogs).
+
+Predicted flow of route k from the observed levels: Q_k = Q_clear_k(levels) * prod_{e in k}
+chat_e (the clear-pipe operating point scaled by the believed flow ratios), and the volume
+moved this step v_k = min(Q_k dt, what the source still has to give, what the sink still needs).
+The score is -log(Q_k * gain_k) + eps * length_k + w_fail * #failure sets inside k
+(gain 2 for a transfer, which serves two jobs): Dijkstra on believed time, as in v0.
+
+  replan       today's B-replan: the first open job in plan order, its best-scored route,
+               heel ignored (it may cross the heel limit and so fail the operation);
+  heel_replan  the heel-aware replanner (the fair Dijkstra): any open job; a route is admissible
+               when the predicted heel after this step stays within heel_limit - margin; the
+               best-scored admissible route wins; if none is admissible, the route that brings
+               |heel| lowest. It orders jobs to stay inside the limit.
+  oracle       heel_replan with the true clogs (obs field clog_revealed; reveal_clog=True): the
+               operating point with the real resistances. Used to check that every generated
+               episode is finishable (episodes.py).
+With n_cmds > 1 a policy adds commands on further pumps (routes sharing no pipe with the earlier
+ones, heel predicted after all of them), greedily in the same order.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from jaxrl_suite.envs.ballast import hydraulics as H
+from jaxrl_suite.envs.ballast.baselines import argmin_first, evidence, pack_edges
+from jaxrl_suite.envs.ballast.env import DEG
+from jaxrl_suite.envs.ballast.hydro_env import HydroParams, split_hydro_obs
+
+HYDRO_BASELINES = ("oracle", "replan", "heel_replan")
+
+
+@struct.dataclass
+class HydroBaselineParams:
+  env: HydroParams
+  route_words: jax.Array           # [K, EW] packed route edge sets (baselines.evidence)
+  dheel: jax.Array                 # [K] heel change, deg per m3 moved along route k
+  margin: float = 0.25             # deg kept free below the heel limit
+  w_fail: float = 1e4
+  transfer_gain: float = 2.0
+  eps_len: float = 1e-4
+  heel_aware: bool = struct.field(pytree_node=False, default=True)
+  oracle: bool = struct.field(pytree_node=False, default=False)
+  n_cmds: int = struct.field(pytree_node=False, default=1)
+
+
+def make_hydro_baseline(env_params: HydroParams, name: str, n_cmds: int = 1,
+                        **knobs) -> HydroBaselineParams:
+  """Params of baseline `name` (one of HYDRO_BASELINES) for a layout."""
+  if name not in HYDRO_BASELINES:
+    raise ValueError(f"unknown BallastHydro baseline {name!r}; valid: {HYDRO_BASELINES}")
+  p = env_params
+  tcg = jnp.concatenate([p.tcg, jnp.zeros(1)])
+  dheel = p.rho * (tcg[p.route_dst] - tcg[p.route_src]) / (p.displacement * p.gm) / DEG
+  return HydroBaselineParams(env=p, route_words=jnp.asarray(pack_edges(np.asarray(
+      p.route_edges))), dheel=dheel, heel_aware=name != "replan", oracle=name == "oracle",
+      n_cmds=n_cmds, **knobs)
+
+
+def predicted_moves(bp: HydroBaselineParams, f):
+  """(q[K] predicted flow m3/h, v[K] predicted m3 this step, score[K], useful[K], job[K])."""
+  p = bp.env
+  T, K = p.cap.shape[-1], p.route_mask.shape[-1]
+  vol = jnp.clip(f["level"], 0.0, 1.0) * p.cap
+  ks = jnp.arange(K)
+  if bp.oracle:
+    q, _ = H.route_flow(ks, True, vol, p.cap, jnp.maximum(f["clog_revealed"], 0.0), p, p.hyd)
+    n_contain = jnp.zeros(K)
+  else:
+    q0, _ = H.route_flow(ks, True, vol, p.cap, jnp.ones(p.edge_mask.shape), p, p.hyd)
+    _, chat, _, n_contain, _ = evidence(f, bp)
+    q = q0 * jnp.exp(p.route_edges.astype(jnp.float32) @ jnp.log(jnp.maximum(chat, 0.05)))
+  nf = jnp.concatenate([f["need_fill"] > 0.5, jnp.array([True])])
+  nd = jnp.concatenate([f["need_drain"] > 0.5, jnp.array([True])])
+  useful = p.route_mask & nf[p.route_dst] & nd[p.route_src]
+  tgt = jnp.concatenate([f["target"] * p.cap, jnp.zeros(1)])
+  v_ext = jnp.concatenate([vol, jnp.zeros(1)])
+  give = jnp.where(p.route_src == T, jnp.inf, v_ext[p.route_src] - tgt[p.route_src])
+  need = jnp.where(p.route_dst == T, jnp.inf, tgt[p.route_dst] - v_ext[p.route_dst])
+  v = jnp.clip(jnp.minimum(q * p.dt_h, jnp.minimum(give, need)), 0.0)
+  gain = jnp.where(p.route_transfer, bp.transfer_gain, 1.0)
+  score = (-jnp.log(jnp.maximum(q * gain, 1e-9)) + bp.eps_len * p.route_len +
+           bp.w_fail * n_contain)
+  open_job = (f["need_fill"] > 0.5) | (f["need_drain"] > 0.5)
+  first = jnp.argmax(open_job)
+  job = (p.route_src == first) | (p.route_dst == first)
+  return q, v, score, useful, job
+
+
+def hydro_policy(bp: HydroBaselineParams, obs: jax.Array, key=None) -> jax.Array:
+  """The baseline selected by bp's flags (module docstring); int32[P] commands."""
+  p = bp.env
+  K, P = p.route_mask.shape[-1], p.pump_rate.shape[-1]
+  f = split_hydro_obs(obs, p)
+  _, v, score, useful, job = predicted_moves(bp, f)
+  heel = f["heel"][0] * p.heel_limit
+  cmds = jnp.full(P, 2 * K, jnp.int32)
+  free = useful & (v > 0.5)
+  for _ in range(bp.n_cmds):
+    heel_after = heel + bp.dheel * v
+    if bp.heel_aware:
+      ok = free & (jnp.abs(heel_after) <= p.heel_limit - bp.margin)
+      k_ok = argmin_first(jnp.where(ok, score, jnp.inf), K)
+      k_low = argmin_first(jnp.where(free, jnp.abs(heel_after), jnp.inf), K)
+      k = jnp.where(k_ok < K, k_ok, k_low)
+    else:
+      k = argmin_first(jnp.where(free & job, score, jnp.inf), K)
+    live = k < K
+    kk = jnp.minimum(k, K - 1)
+    cmds = jnp.where(live & (jnp.arange(P) == p.route_pump[kk]), kk, cmds)
+    heel = jnp.where(live, heel_after[kk], heel)
+    # later commands: other pumps, no shared pipe (pair_ok), not the same tanks
+    free = free & live & p.pair_ok[kk, :K] & (p.route_pump != p.route_pump[kk])
+    job = jnp.ones_like(job) if bp.heel_aware else job & False
+  return cmds.astype(jnp.int32)
