@@ -34,21 +34,30 @@ def get_config(arg=None):
   c.num_seeds = 4
   # Environment (StreamLedger-v0 EnvParams; H is set per phase).
   c.env = ml_collections.ConfigDict(dict(
-      max_events=128, events_per_obs=4, num_items=4, max_amount=3, mid_query_prob=0.5,
+      max_events=128, events_per_obs=4, num_items=4, max_amount=1, mid_query_prob=0.5,
       mid_reward=0.25, final_reward=1.0))
-  c.window = 64                  # W: the policy's context window for compacted rollouts
+  # W: the policy's context window. 52 tokens hold the whole H=8 episode (the no-compaction
+  # control) in the first window; every later window holds [task][<sum> s] and one block, so
+  # an answer is the incoming total plus the few events of one block.
+  c.window = 52
   c.train_events = 32            # H during RL (3-4 compactions per episode)
   c.eval_events = (8, 16, 32, 64, 128)   # 128: longer than anything seen in training
-  c.full_context_events = (8, 16)        # where the whole episode fits the model's max_len
-  # Model (tokenizer v2): a 2-layer decoder, max_len holds the full-context baseline at H=16.
+  c.full_context_events = (8,)           # where the whole episode fits the model's max_len
+  # Model (tokenizer v2): a 2-layer decoder; max_len holds the longest corpus row.
   c.model = ml_collections.ConfigDict(dict(d_model=64, num_layers=2, num_heads=4, d_ff=256,
-                                           max_len=96))
+                                           max_len=56))
   # Warm start: corpus mix (lm.compaction.CorpusMix) and pretraining budget.
+  # p_query: more mid-stream queries than the environment asks (0.5), i.e. more examples of
+  # answering from an incoming summary plus the events since.
   c.corpus = ml_collections.ConfigDict(dict(p_drop=0.15, p_corrupt=0.25, p_first=0.3,
-                                            p_last=0.3, p_agent=0.1))
-  c.warm_steps = 1000
+                                            p_last=0.3, p_agent=0.1, p_query=0.75))
+  c.warm_steps = 2400
   c.warm_batch = 64
   c.warm_lr = 3e-3
+  # Corpus rows have 1..warm_turns blocks and warm_row_len tokens: the windows the rollout
+  # writes (at W=52: two blocks in the first window, one after a compaction) and no longer.
+  c.warm_turns = 2
+  c.warm_row_len = 56
   # RL (lm.token_ppo), identical for every variant: same trajectories per iteration, same
   # iterations, same seeds. GRPO variants use groups of `group_size` rollouts of one stream.
   c.variants = tuple(VARIANTS)
@@ -71,7 +80,7 @@ def get_config(arg=None):
   if c.quick:
     c.num_seeds = 2
     c.model = ml_collections.ConfigDict(dict(d_model=32, num_layers=1, num_heads=2, d_ff=64,
-                                             max_len=96))
+                                             max_len=56))
     c.warm_steps = 40
     c.warm_batch = 16
     c.train_events = 16
@@ -101,6 +110,9 @@ def validate(c) -> None:
   if c.train_events > c.env.max_events or max(c.eval_events) > c.env.max_events:
     raise ValueError(f"config.train_events/eval_events exceed config.env.max_events="
                      f"{c.env.max_events}")
+  if c.warm_row_len > c.model.max_len:
+    raise ValueError(f"config.warm_row_len={c.warm_row_len} exceeds config.model.max_len="
+                     f"{c.model.max_len}")
   if c.window > c.model.max_len:
     raise ValueError(f"config.window={c.window} exceeds config.model.max_len={c.model.max_len}")
   if c.iterations % c.chunk:

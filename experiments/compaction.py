@@ -83,7 +83,8 @@ def setup(config):
 
 def warm_start(config, env, p, cfg, workdir, progress=True):
   """Pretrained params (cached under workdir by a hash of what determines them) and stats."""
-  keyed = {k: config[k] for k in ("seed", "warm_steps", "warm_batch", "warm_lr")}
+  keyed = {k: config[k] for k in ("seed", "warm_steps", "warm_batch", "warm_lr", "warm_turns",
+                                   "warm_row_len")}
   keyed.update(model=config.model.to_dict(), corpus=config.corpus.to_dict(),
                env=config.env.to_dict())
   h = hashlib.sha1(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:10]
@@ -96,7 +97,8 @@ def warm_start(config, env, p, cfg, workdir, progress=True):
     t0 = time.time()
     params, loss = comp.warm_start(cfg, env, p, jax.random.fold_in(jax.random.PRNGKey(
         config.seed), 7), config.warm_steps, config.warm_batch, config.warm_lr,
-        mix=comp.CorpusMix(**config.corpus), progress=progress)
+        max_turns=config.warm_turns, mix=comp.CorpusMix(**config.corpus), progress=progress,
+        row_len=config.warm_row_len)
     info.update(wall_s=time.time() - t0, loss_last=float(np.mean(loss[-20:])))
     with open(path + ".json", "w") as f:
       json.dump(info, f)

@@ -47,6 +47,10 @@ class CorpusMix(NamedTuple):
   p_first: float = 0.3        # rows that start the episode (no incoming summary)
   p_last: float = 0.3         # rows that end the episode (final query, no summary)
   p_agent: float = 0.1        # rows that end with an agent <compact> action
+  # Chance that a non-final block of a row ends with a query (negative: the environment's
+  # mid_query_prob). Answers are the only trained tokens that read the incoming summary and
+  # the events together, so a corpus with more of them teaches answering from a summary faster.
+  p_query: float = -1.0
 
 
 def pack(pieces, max_len: int):
@@ -115,7 +119,8 @@ def corpus_segment(key, env: sl.StreamLedger, params: sl.EnvParams, turns: int, 
   items, amounts, _ = env.sample_stream(k_stream, params)
   items = jnp.where(jnp.arange(env.max_events) < n_ev, items, 0)
   amounts = jnp.where(jnp.arange(env.max_events) < n_ev, amounts, 0)
-  ask = jax.random.bernoulli(k_q, params.mid_query_prob, (turns,))
+  p_q = params.mid_query_prob if mix.p_query < 0 else mix.p_query
+  ask = jax.random.bernoulli(k_q, p_q, (turns,))
   ask = ask.at[turns - 1].set(jnp.where(ending == 1, True, jnp.where(ending == 2, False,
                                                                       ask[turns - 1])))
   q_item = jax.random.randint(jax.random.fold_in(k_q, 1), (turns,), 0, ni)
@@ -167,10 +172,14 @@ def corpus_batch(key, env, params, batch: int, max_turns: int, max_len: int,
 
 def warm_start(cfg, env: sl.StreamLedger, params: sl.EnvParams, key: jax.Array, steps: int,
                batch_size: int = 64, lr: float = 3e-3, max_turns: int = 4,
-               mix: CorpusMix = CorpusMix(), chunk: int = 100, progress: bool = True):
+               mix: CorpusMix = CorpusMix(), chunk: int = 100, progress: bool = True,
+               row_len: int = 0):
   """Pretrains a fresh model on the corpus (next-token cross-entropy on the trained tokens).
 
-  Returns (params, per-step loss [steps]). Rows have 1..max_turns turns and are cfg.max_len long.
+  Returns (params, per-step loss [steps]). Rows have 1..max_turns turns and are `row_len`
+  tokens long (0: cfg.max_len). Size both to the windows the rollout writes (`max_turns`
+  blocks fit one window of W tokens, rows of W tokens): longer rows never occur in a rollout
+  and cost compute.
   """
   import optax
 
@@ -188,7 +197,8 @@ def warm_start(cfg, env: sl.StreamLedger, params: sl.EnvParams, key: jax.Array, 
 
   def step(state, k):
     p, o = state
-    seq, mask, _ = corpus_batch(k, env, params, batch_size, max_turns, cfg.max_len, mix)
+    seq, mask, _ = corpus_batch(k, env, params, batch_size, max_turns, row_len or cfg.max_len,
+                                mix)
     loss, g = jax.value_and_grad(loss_fn)(p, seq, mask)
     upd, o = opt.update(g, o, p)
     return (optax.apply_updates(p, upd), o), {"loss": loss}
