@@ -7,6 +7,12 @@ mask), (3) B-replan choosing the routes. Prints steps/s and the ratio against gy
 in the same harness (reference, random actions).
 
   python -m experiments.bench_ballast [--ships 4096] [--steps 64]
+  python -m experiments.bench_ballast --hydro [--bank 512] [--layouts ring14,direct10,gen:7]
+
+--hydro instead reports BallastHydro-v0 (hydraulic env): per layout (shipped names, JSON paths,
+or gen:SEED for a generated layout), the episode bank (rejections per #blocked stratum, episodes
+per clog regime) and the oracle / plain B-replan / heel-aware replanner on every bank episode
+(success, heel-limit violations, decision steps and hours, pump energy), plus vmapped steps/s.
 
 Where the time went before the reset rewrite (4096 ships, 2-core CPU): the gymnax auto-reset
 evaluates reset_env on every step, and reset drew 4 (plan, clog) candidates with ~1,000 PRNG
@@ -36,6 +42,10 @@ from jaxrl_suite.envs.ballast.env import _categorical_icdf
 
 _SHIPS = flags.DEFINE_integer("ships", 4096, "parallel ships (vmap width)")
 _STEPS = flags.DEFINE_integer("steps", 64, "scan length per timed call")
+_HYDRO = flags.DEFINE_bool("hydro", False, "report BallastHydro-v0 banks and baselines instead")
+_BANK = flags.DEFINE_integer("bank", 512, "episodes per bank (--hydro)")
+_LAYOUTS = flags.DEFINE_list("layouts", ["ring14", "direct10", "gen:7"],
+                             "layouts for --hydro: shipped names, JSON paths or gen:SEED")
 
 
 def _bench(env, params, act_fn, ships: int, steps: int) -> tuple[float, float]:
@@ -67,9 +77,61 @@ def _bench(env, params, act_fn, ships: int, steps: int) -> tuple[float, float]:
   return n / (time.perf_counter() - t), n / (time.process_time() - c)
 
 
+def _mean_ci(x, n_boot: int = 2000, seed: int = 0) -> str:
+  """mean [95% bootstrap CI] of a 1-D array, as text."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  x = np.asarray(x, np.float64)
+  idx = np.random.default_rng(seed).integers(0, len(x), (n_boot, len(x)))
+  lo, hi = np.quantile(x[idx].mean(1), [0.025, 0.975])
+  return f"{x.mean():.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def hydro_report(layouts, n_bank: int, ships: int, steps: int) -> None:
+  """Prints the --hydro report (module docstring)."""
+  from jaxrl_suite.envs.ballast import hydro_baselines as HB  # pylint: disable=g-import-not-at-top
+  from jaxrl_suite.envs.ballast import make_hydro  # pylint: disable=g-import-not-at-top
+  from jaxrl_suite.envs.ballast.generator import generate_layout  # pylint: disable=g-import-not-at-top
+  from jaxrl_suite.envs.ballast.hydro_rollout import make_hydro_evaluate  # pylint: disable=g-import-not-at-top
+  for name in layouts:
+    lay = generate_layout(int(name[4:])) if name.startswith("gen:") else name
+    t0 = time.perf_counter()
+    env, params, rep = make_hydro(lay, n_bank=n_bank, seed=0)
+    t_bank = time.perf_counter() - t0
+    K = params.route_mask.shape[0]
+    print(f"\n## {rep['layout']} ({int(params.tank_mask.sum())} tanks, "
+          f"{int(params.route_mask.sum())} routes padded to {K}, "
+          f"{int(params.pump_mask.sum())} pumps); bank of {n_bank} in {t_bank:.0f} s")
+    print(f"rejection rate {rep['rejection_rate']:.3f} (oracle failed "
+          f"{rep['oracle_fail_rate']:.3f} of routable draws); episodes per regime "
+          f"{rep['regimes']}")
+    print("| #blocked | quota | drawn | no route | oracle failed | rejection rate |")
+    print("|---|---|---|---|---|---|")
+    for st in rep["strata"]:
+      print(f"| {st['n_blocked']} | {st['quota']} | {st['drawn']} | {st['no_route']} | "
+            f"{st['oracle_failed']} | {st['rejection_rate']:.3f} |")
+    ev = make_hydro_evaluate(env, HB.hydro_policy, int(params.max_steps_in_episode))
+    keys = jax.random.split(jax.random.PRNGKey(1), n_bank)
+    idx = jnp.arange(n_bank)
+    print("| policy | success | heel limit violated | decision steps | hours | kWh |")
+    print("|---|---|---|---|---|---|")
+    for pol in HB.HYDRO_BASELINES:
+      p = params.replace(reveal_clog=pol == "oracle")
+      out = jax.device_get(ev(p, HB.make_hydro_baseline(p, pol), idx, keys))
+      print(f"| {pol} | {_mean_ci(out['success'])} | {_mean_ci(out['violated'])} | "
+            f"{_mean_ci(out['steps'])} | {out['steps'].mean() * float(p.dt_h):.2f} | "
+            f"{_mean_ci(out['energy_kwh'])} |")
+    hb = HB.make_hydro_baseline(params, "heel_replan")
+    sps = _bench(env, params, lambda o, s, k, hb=hb: HB.hydro_policy(hb, o, k), ships, steps)
+    print(f"heel-aware replanner, {ships} ships x {steps} steps: {sps[0]:,.0f} env steps/s "
+          f"({sps[1]:,.0f} per CPU-s)")
+
+
 def main(argv):
   del argv
   ships, steps = _SHIPS.value, _STEPS.value
+  if _HYDRO.value:
+    hydro_report(_LAYOUTS.value, _BANK.value, ships, steps)
+    return
   env, params = make_ballast()
   bp = B.make_params(params, bayes=False)
 

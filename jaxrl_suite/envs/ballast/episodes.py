@@ -15,9 +15,9 @@ cargo moments, hidden clogs) for one layout:
      listed transfer pair; the cargo moments make the plan end upright and at even trim; the
      start heel must lie within heel_init_max (default half the heel limit). Each job must keep
      a route that avoids the blocked edges.
-  3. Finishable: the heel-aware oracle (hydro_baselines, true clogs, one route at a time) must
-     complete the plan within the step limit without crossing the heel limit; candidates it
-     fails are rejected and counted.
+  3. Finishable: the heel-aware oracle (hydro_baselines, true clogs, one route at a time,
+     noiseless soundings) must complete the plan within the step limit without crossing the
+     heel limit; candidates it fails are rejected and counted.
   The report gives, per #blocked stratum, candidates drawn, rejections (no route / oracle failed)
   and accepted episodes, plus counts per regime (none / 1 blocked / >=2 blocked / partial only).
 """
@@ -210,7 +210,8 @@ def _finished(evaluate, params, oracle, batch, seed: int, bank_cls):
   n = len(batch)
   m = 1 << max(int(np.ceil(np.log2(n))), 4)   # = the fixed batch size (one compile)
   cand = _stack(list(batch) + [batch[-1]] * (m - n), 0, bank_cls)
-  p = params.replace(bank=cand, reveal_clog=True)
+  # noiseless soundings: "finishable" means the oracle can do it; noise is the policy's problem
+  p = params.replace(bank=cand, reveal_clog=True, sigma_level=0.0)
   keys = jax.random.split(jax.random.PRNGKey(seed), m)
   out = evaluate(p, oracle.replace(env=p), jnp.arange(m), keys)
   return np.asarray(out["success"])[:n]
