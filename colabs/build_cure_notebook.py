@@ -11,8 +11,8 @@ import nbformat
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from build_notebooks import _code, _md, with_setup  # noqa: E402  (shared cell helpers)
-from nbformat import v4  # noqa: E402
+import build_notebooks as bn  # noqa: E402  (shared cells and the notebook builder)
+from build_notebooks import _code, _md  # noqa: E402
 
 
 def cure() -> nbformat.NotebookNode:
@@ -43,8 +43,9 @@ print("reference", V.decode(ref, strip_pad=True))
 ## Hacking a caption by enumeration
 
 Fill the free claim slots with plausible events that did not happen. Token recall and the QA
-utility never go down (they pay for coverage and answers); the exact F1 and the claim-level
-F1 (exact verifier here) go down with every false claim.
+utility (here with the rule reader `qa_rule`, a perfect reader; the study's `qa_utility` is a
+frozen learned reader) never go down (they pay for coverage and answers); the exact F1 and the
+claim-level F1 (exact verifier here) go down with every false claim.
 """),
       _code(r"""
 true, sal = env.fact_masks(scene)
@@ -61,13 +62,13 @@ for extra in range(env.K - n + 1):
                                                    jnp.int32(rng.integers(0, env.F))))
     cap = env.caption_from_claims(cl, jnp.arange(env.K) < n + extra)
   ex = claims.exact_scores(env, cap, true, sal)
-  rows.append((extra, float(rmod.token_recall(env, x, cap)), float(rmod.qa_utility(env, x, cap)),
+  rows.append((extra, float(rmod.token_recall(env, x, cap)), float(rmod.qa_rule(env, x, cap)),
                float(ex["f1"])))
   print(f"+{extra} claims  token-recall {rows[-1][1]:.3f}  QA {rows[-1][2]:.3f}  "
         f"exact F1 {rows[-1][3]:.3f}   {V.decode(cap, strip_pad=True)}")
 r = np.array(rows)
 plt.figure(figsize=(5, 3))
-for j, name in ((1, "token recall"), (2, "QA utility"), (3, "exact F1")):
+for j, name in ((1, "token recall"), (2, "QA (rule reader)"), (3, "exact F1")):
   plt.plot(r[:, 0], r[:, j], marker="o", label=name)
 plt.xlabel("appended claims (may be false)"); plt.legend(); plt.show()
 """),
@@ -88,30 +89,27 @@ plt.ylabel("E[change of precision]"); plt.legend(); plt.show()
       _md(r"""
 ## The GRPO study (from `results/cure.json`, if it has been run)
 
-True F1 under each training reward vs GRPO step (mean over seeds).
+True F1 under each training reward vs GRPO step and vs sqrt(KL) to the start (mean over
+seeds), then the verdicts of the committed full run.
 """),
       _code(r"""
-path = os.path.join(ROOT or ".", "results", "cure.json")
+from jaxrl_suite.core import results as R
+path = os.path.join(R.REPO_ROOT, "results", "cure.json")
 if os.path.exists(path):
   rec = json.load(open(path))
-  steps = rec["steps"]
-  plt.figure(figsize=(6, 3.5))
+  fig, ax = plt.subplots(1, 2, figsize=(11, 3.5))
   for name, run in rec["runs"].items():
-    plt.plot(steps, np.mean(run["curves"]["f1"], 0), marker=".", label=name)
-  plt.xlabel("GRPO step"); plt.ylabel("true F1"); plt.legend(fontsize=7); plt.show()
-  for c in rec["claims"]:
-    print(c["verdict"].upper(), "-", c["claim"], "\n   ", c["ours"])
-else:
-  print("run `python -m experiments.cure` first")
+    f1 = np.mean(run["curves"]["f1"], 0)
+    ax[0].plot(rec["steps"], f1, marker=".", label=name)
+    ax[1].plot(np.mean(run["curves"]["sqrt_kl"], 0), f1, marker=".", label=name)
+  ax[0].set_xlabel("GRPO step"); ax[1].set_xlabel("sqrt KL to the start")
+  ax[0].set_ylabel("true F1"); ax[0].legend(fontsize=7); plt.show()
 """),
+      bn.verdicts_cell("cure"),
   ]
-  for i, cell in enumerate(cells):
+  nb = bn.notebook(cells)
+  for i, cell in enumerate(nb.cells):   # stable ids: regenerating the notebook gives no diff
     cell["id"] = f"cell-{i:02d}"
-  nb = with_setup(v4.new_notebook(cells=cells))
-  for i, cell in enumerate(nb.cells):
-    cell["id"] = f"cell-{i:02d}"
-  nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                               "language": "python"}
   nb.metadata["language_info"] = {"name": "python"}
   nb.metadata["colab"] = {"name": "cure.ipynb", "provenance": []}
   return nb

@@ -31,10 +31,8 @@ import json  # noqa: E402
 import time  # noqa: E402
 
 from absl import app  # noqa: E402
-from absl import flags  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
 import numpy as np  # noqa: E402
 
 from configs import cure as cure_config  # noqa: E402
@@ -56,13 +54,7 @@ except ImportError:  # pragma: no cover
     return x
 
 NAME = "cure"
-_CONFIG_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                            "configs", "cure.py")
-cli.replace_flags(("config", "quick", "workdir", "results_dir"))
-_CONFIG = config_flags.DEFINE_config_file("config", _CONFIG_PATH, "Experiment config.")
-_QUICK = flags.DEFINE_bool("quick", False, "Quick smoke-test mode (CI).")
-_WORKDIR = flags.DEFINE_string("workdir", os.path.join("workdirs", NAME), "Checkpoint cache.")
-_RESULTS = flags.DEFINE_string("results_dir", None, "Override the results directory.")
+_FLAGS = cli.ScriptFlags(NAME, cli.config_path(NAME))
 
 HOLISTIC = ("token_recall", "holistic_rm", "qa_utility")
 EXACT = ("precision", "recall", "f1", "claims", "false_claims", "duplicates", "malformed",
@@ -104,7 +96,11 @@ def pretrain_captioner(config, env, params, cap_cfg, workdir, progress=True):
 
 
 def train_scorers(config, env, params, scorer_cfg, workdir, progress=True):
-  """(verifier params, RM params, info) trained on one label pool of `label_budget` each."""
+  """{verifier, holistic_rm, qa_reader: (cfg, params)} and their held-out quality.
+
+  All three are trained once, on one label pool, with the same label budget (`label_budget`
+  labels each: claims, caption F1s, answered questions), the same architecture size
+  (`config.scorer`) and the same optimiser steps; then frozen."""
   pool_params = params.replace(drop_prob=config.pool_drop_prob,
                                halluc_prob=config.pool_halluc_prob)
   task = rmod.CaptionTask(env, params, rmod.make_reward("exact_f1", env))
@@ -113,31 +109,55 @@ def train_scorers(config, env, params, scorer_cfg, workdir, progress=True):
               config.scorer_steps, config.scorer_batch, config.scorer_lr, config.seed)
   key = jax.random.fold_in(jax.random.PRNGKey(config.seed), 2)
   pool = rmod.label_pool(task, key, config.label_budget, pool_params)
-  like = lm_model.init_params(scorer_cfg, jax.random.PRNGKey(0))
+  s = config.scorer
+  reader_cfg = rmod.reader_config(env, s.d_model, s.num_layers, s.num_heads)
+  fit = dict(steps=config.scorer_steps, batch=config.scorer_batch, lr=config.scorer_lr,
+             progress=progress)
+  makers = {
+      "verifier": (scorer_cfg, lambda k: rmod.train_scorer(
+          scorer_cfg, pool["ver_x"], pool["ver_y"], k, desc="verifier", **fit)),
+      "holistic_rm": (scorer_cfg, lambda k: rmod.train_scorer(
+          scorer_cfg, pool["rm_x"], pool["rm_y"], k, desc="holistic_rm", **fit)),
+      "qa_reader": (reader_cfg, lambda k: rmod.train_reader(
+          env, reader_cfg, pool["qa_x"], pool["qa_y"], k, desc="qa_reader", **fit))}
   out = {}
-  for i, (name, x, y) in enumerate((("verifier", pool["ver_x"], pool["ver_y"]),
-                                    ("holistic_rm", pool["rm_x"], pool["rm_y"]))):
-    def make():
-      return rmod.train_scorer(scorer_cfg, x, y, jax.random.fold_in(key, 10 + i),
-                               config.scorer_steps, config.scorer_batch, config.scorer_lr,
-                               progress=progress, desc=name)[0]
-    out[name] = lm_pretrain.cached(os.path.join(workdir, f"{name}_{tag}"), like, make)[0]
-  # Held-out quality of both (fresh scenes from the same pool distribution).
-  test = rmod.label_pool(task, jax.random.fold_in(key, 99), 512, pool_params)
-  acc = ((rmod.score(scorer_cfg, out["verifier"], test["ver_x"]) > 0) == (test["ver_y"] > 0.5))
-  rm_pred = jax.nn.sigmoid(rmod.score(scorer_cfg, out["holistic_rm"], test["rm_x"]))
-  info = {"verifier_accuracy": float(acc.mean()),
-          "verifier_true_rate": float(test["ver_y"].mean()),
-          "rm_mae": float(jnp.abs(rm_pred - test["rm_y"]).mean()),
-          "rm_corr": float(np.corrcoef(np.asarray(rm_pred), np.asarray(test["rm_y"]))[0, 1]),
-          "label_budget": int(config.label_budget)}
-  return out["verifier"], out["holistic_rm"], info
+  for i, (name, (cfg, make)) in enumerate(makers.items()):
+    like = lm_model.init_params(cfg, jax.random.PRNGKey(0))
+    k = jax.random.fold_in(key, 10 + i)
+    out[name] = (cfg, lm_pretrain.cached(os.path.join(workdir, f"{name}_{tag}"), like,
+                                         lambda make=make, k=k: make(k)[0])[0])
+  return out, scorer_quality(task, jax.random.fold_in(key, 99), pool_params, out,
+                             config.label_budget)
 
 
-def reward_fns(config, env, scorer_cfg, verifier, rm) -> dict:
+def scorer_quality(task, key, pool_params, scorers, budget, n: int = 512) -> dict:
+  """Held-out quality of the frozen scorers on `n` fresh pool scenes: verifier accuracy (with
+  the majority rate and the ceiling of a verifier that can only check visible events: occluded
+  true events are not in its prompt), RM MAE / correlation with the exact F1, QA-reader
+  accuracy (with the majority answer rate)."""
+  test = rmod.label_pool(task, key, n, pool_params)
+  env = task.env
+  ver_y = np.asarray(test["ver_y"]) > 0.5
+  acc = np.asarray(rmod.score(*scorers["verifier"], test["ver_x"]) > 0) == ver_y
+  rm_pred = np.asarray(jax.nn.sigmoid(rmod.score(*scorers["holistic_rm"], test["rm_x"])))
+  rm_y = np.asarray(test["rm_y"])
+  qa = np.asarray(jnp.argmax(rmod.reader_logits(env, *scorers["qa_reader"], test["qa_x"]), -1))
+  qa_y = np.asarray(test["qa_y"])
+  return {"verifier_accuracy": float(acc.mean()),
+          "verifier_true_rate": float(ver_y.mean()),
+          "verifier_majority": float(max(ver_y.mean(), 1 - ver_y.mean())),
+          "verifier_visible_ceiling": float((np.asarray(test["ver_visible"]) == ver_y).mean()),
+          "rm_mae": float(np.abs(rm_pred - rm_y).mean()),
+          "rm_corr": float(np.corrcoef(rm_pred, rm_y)[0, 1]),
+          "reader_accuracy": float((qa == qa_y).mean()),
+          "reader_majority": float(np.bincount(qa_y, minlength=env.A).max() / len(qa_y)),
+          "label_budget": int(budget)}
+
+
+def reward_fns(config, env, scorers) -> dict:
   """Every reward by name (the training rewards, the noisy-verifier ones, the exact F1)."""
-  kw = dict(verifier=(scorer_cfg, verifier), rm=(scorer_cfg, rm), fluency=config.fluency,
-            beta=config.beta)
+  kw = dict(verifier=scorers["verifier"], rm=scorers["holistic_rm"],
+            reader=scorers["qa_reader"], fluency=config.fluency, beta=config.beta)
   out = {k: rmod.make_reward(k, env, **kw) for k in cure_config.REWARDS}
   for e in config.noise_eps_grpo:
     out[noisy_name(e)] = rmod.make_reward("claim_f1_noisy", env, eps=float(e),
@@ -284,14 +304,18 @@ def noise_check(config, env, params, cap_cfg, start):
 
 # ---- summaries ----------------------------------------------------------------------------------
 def peak_and_fall(f1: np.ndarray, steps: np.ndarray) -> dict:
-  """f1 [S, n_eval]: per-seed peak value / step and fall (peak - final); mean-curve peak step."""
+  """f1 [S, n_eval]: per-seed peak value / step and fall (peak - final); mean-curve peak step;
+  `late_change`: final minus the value two thirds of the way in (a CI containing 0 or below it
+  says the curve had flattened or turned by the end of the budget)."""
   peak = f1.max(1)
   fall = peak - f1[:, -1]
   mean_curve = f1.mean(0)
+  j = int(round((f1.shape[1] - 1) * 2 / 3))
   return {"peak": stats.mean_ci(peak), "fall": stats.mean_ci(fall), "final": stats.mean_ci(
       f1[:, -1]), "start": stats.mean_ci(f1[:, 0]), "peak_step_mean_curve":
       int(steps[int(np.argmax(mean_curve))]), "peak_step_per_seed":
-      [int(steps[i]) for i in f1.argmax(1)], "fall_per_seed": fall.tolist()}
+      [int(steps[i]) for i in f1.argmax(1)], "fall_per_seed": fall.tolist(),
+      "late_change": stats.mean_ci(f1[:, -1] - f1[:, j]), "late_from_step": int(steps[j])}
 
 
 def _fmt(ci, digits=3):
@@ -337,7 +361,9 @@ def verdicts(config, runs, noise, steps):
         f"reproduced iff claim-F1's final true F1 is higher than every holistic proxy's (CI of "
         f"the paired difference above 0); better than {len(better)}/{len(holi)}; fall from "
         f"peak smaller (CI > 0) than {len(less_fall)}/{len(holi)}; holistic runs whose true F1 "
-        f"fell significantly from its peak: {[h for h in holi if per[h]['hacked']]}."))
+        f"fell significantly from its peak: {[h for h in holi if per[h]['hacked']]}. "
+        f"claim-F1's own true F1 from step {summ['claim_f1']['late_from_step']} to the end: "
+        f"{_fmt(summ['claim_f1']['late_change'])} (CI containing 0: flattened)."))
   # 2. precision alone invites omission.
   if "precision_only" in runs:
     pc = runs["precision_only"]["curves"]
@@ -401,20 +427,26 @@ def markdown(config, runs, summ, per, ngrpo, noise, scorer_info, steps) -> str:
         f"coef {config.grpo_kl}, {config.num_seeds} seeds, identical for every reward. "
         f"Evaluation every {config.eval_every} steps on {config.eval_scenes} fixed held-out "
         "scenes (temperature-1 samples). Means [95% CI] over seeds.", "",
-        f"Learned scorers (label budget {scorer_info['label_budget']} each): verifier held-out "
-        f"accuracy {scorer_info['verifier_accuracy']:.3f} (true-claim rate "
-        f"{scorer_info['verifier_true_rate']:.3f}); holistic RM MAE "
-        f"{scorer_info['rm_mae']:.3f}, correlation with true F1 {scorer_info['rm_corr']:.3f}.", "",
+        f"Learned scorers, frozen during GRPO (label budget {scorer_info['label_budget']} "
+        f"labels each, same size {config.scorer.d_model}d x {config.scorer.num_layers} layers "
+        f"and {config.scorer_steps} steps each), held out: verifier accuracy "
+        f"{scorer_info['verifier_accuracy']:.3f} (majority {scorer_info['verifier_majority']:.3f},"
+        f" visible-evidence ceiling {scorer_info['verifier_visible_ceiling']:.3f}); holistic RM "
+        f"MAE {scorer_info['rm_mae']:.3f}, correlation with true F1 {scorer_info['rm_corr']:.3f};"
+        f" QA reader accuracy {scorer_info['reader_accuracy']:.3f} (majority answer "
+        f"{scorer_info['reader_majority']:.3f}).", "",
         "### True F1 (exact scene-graph evaluator) per training reward", "",
         "| reward | proxy start -> end | true F1 start | peak | peak step (mean curve) | final "
-        "| fall after peak | precision end | recall end | claims end | length end | sqrt KL end |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        f"| fall after peak | change from step {int(steps[int(round((len(steps) - 1) * 2 / 3))])}"
+        " to the end | precision end | recall end | claims end | length end | sqrt KL end |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
   for k, r in runs.items():
     c, s = r["curves"], summ[k]
     px = c["proxy_" + k]
     md.append(f"| {k} | {px[:, 0].mean():.3f} -> {px[:, -1].mean():.3f} | {s['start'][0]:.3f} | "
               f"{_fmt(s['peak'])} | {s['peak_step_mean_curve']} | {_fmt(s['final'])} | "
-              f"{_fmt(s['fall'])} | {_fmt(stats.mean_ci(c['precision'][:, -1]))} | "
+              f"{_fmt(s['fall'])} | {_fmt(s['late_change'])} | "
+              f"{_fmt(stats.mean_ci(c['precision'][:, -1]))} | "
               f"{_fmt(stats.mean_ci(c['recall'][:, -1]))} | "
               f"{_fmt(stats.mean_ci(c['claims'][:, -1]), 2)} | "
               f"{_fmt(stats.mean_ci(c['length'][:, -1]), 1)} | "
@@ -437,18 +469,19 @@ def markdown(config, runs, summ, per, ngrpo, noise, scorer_info, steps) -> str:
     md.append(f"| {r_['eps']:g} | {r_['analytic']:+.4f} | {r_['measured']:+.4f} "
               f"[{r_['measured_ci'][0]:+.4f}, {r_['measured_ci'][1]:+.4f}] | "
               f"{r_['verified_precision']:.3f} | {r_['captions']} |")
-  if ngrpo:
-    md += ["", "GRPO under claim-F1 with the noisy verifier (start -> end change):", ""]
-    for e, v in ngrpo.items():
-      md.append(f"- eps {e:g} ({'above' if v['above_threshold'] else 'below'} threshold): "
-                f"false claims {_fmt(v['false_claims_change'], 2)}, true precision "
-                f"{_fmt(v['precision_change'])}")
-  if per:
-    md += ["", "### Paired differences, claim-F1 minus each holistic proxy", ""]
-    for h, v in per.items():
-      md.append(f"- {h}: final true F1 {_fmt(v['final_diff'])}; fall after peak (holistic - "
-                f"claim) {_fmt(v['fall_diff'])}")
+  md += _bullets("GRPO under claim-F1 with the noisy verifier (start -> end change):",
+                 [f"eps {e:g} ({'above' if v['above_threshold'] else 'below'} threshold): false "
+                  f"claims {_fmt(v['false_claims_change'], 2)}, true precision "
+                  f"{_fmt(v['precision_change'])}" for e, v in ngrpo.items()])
+  md += _bullets("### Paired differences, claim-F1 minus each holistic proxy",
+                 [f"{h}: final true F1 {_fmt(v['final_diff'])}; fall after peak (holistic - "
+                  f"claim) {_fmt(v['fall_diff'])}" for h, v in per.items()])
   return "\n".join(md)
+
+
+def _bullets(title: str, items) -> list:
+  """Markdown lines of a titled bullet list; nothing when `items` is empty."""
+  return ["", title, ""] + [f"- {i}" for i in items] if items else []
 
 
 def plot(runs, noise, steps, path):
@@ -495,8 +528,8 @@ def run(config, workdir: str, results_dir=None, mode: str = "full", progress: bo
   os.makedirs(workdir, exist_ok=True)
   env, params, cap_cfg, scorer_cfg = build(config)
   start = pretrain_captioner(config, env, params, cap_cfg, workdir, progress)
-  verifier, rm, scorer_info = train_scorers(config, env, params, scorer_cfg, workdir, progress)
-  fns = reward_fns(config, env, scorer_cfg, verifier, rm)
+  scorers, scorer_info = train_scorers(config, env, params, scorer_cfg, workdir, progress)
+  fns = reward_fns(config, env, scorers)
   evaluator = make_evaluator(config, env, params, cap_cfg, fns)
   runs = {}
   names = list(config.rewards) + [noisy_name(e) for e in config.noise_eps_grpo]
@@ -524,11 +557,10 @@ def run(config, workdir: str, results_dir=None, mode: str = "full", progress: bo
 
 def main(argv):
   del argv
-  config = cli.config_for(cure_config, _CONFIG.value, _QUICK.value)
-  results_dir = _RESULTS.value
-  if _QUICK.value and results_dir is None:
-    results_dir = os.path.join(_WORKDIR.value, "results_quick")
-  path, _, _ = run(config, _WORKDIR.value, results_dir, "quick" if _QUICK.value else "full")
+  quick = _FLAGS.quick.value
+  config = cli.config_for(cure_config, _FLAGS.config.value, quick)
+  path, _, _ = run(config, _FLAGS.workdir.value, _FLAGS.results_dir.value,
+                   "quick" if quick else "full")
   print(f"wrote {path}")
 
 

@@ -8,9 +8,11 @@ r"""Rewards for SceneCap captions, each a pure function reward(scene_vec, captio
     reference length) + `fluency` x (fraction of well-formed claim slots, length-free);
   - the learned holistic reward model (`Scorer` regressing the exact F1 of (scene, caption)
     pairs) trained on the SAME number of labels as the verifier;
-  - `qa_utility`: a frozen reader answers "what does entity e do in frame f?" for every salient
-    event from the caption alone (first well-formed claim about (e, f)); reward = accuracy.
-    Like CapRL's vision-free QA reward it pays for answers and never for what is wrong.
+  - `qa_utility`: a frozen learned reader (a tiny DecoderLM trained once on `label_budget`
+    (caption, question, true answer) labels, `train_reader`) answers "what does entity e do in
+    frame f?" for every salient event from the caption alone; reward = its accuracy. Like
+    CapRL's vision-free QA reward it pays for answers and never for what is wrong. `qa_rule`
+    is the same with a fixed rule reader (first well-formed claim about (e, f)).
 
 A `Scorer` is a `DecoderLM` read out at its last position: score = logit[<yes>] - logit[<no>],
 trained with binary cross-entropy against a target in [0, 1] (a claim label, or an F1).
@@ -99,7 +101,7 @@ def token_recall(env: sc.SceneCap, x: jax.Array, caption: jax.Array,
   return recall + fluency * wf
 
 
-def qa_utility(env: sc.SceneCap, x: jax.Array, caption: jax.Array) -> jax.Array:
+def qa_rule(env: sc.SceneCap, x: jax.Array, caption: jax.Array) -> jax.Array:
   """Accuracy of the frozen reader on one question per salient event (module docstring)."""
   s = env.unpack(x)
   p = claims.parse(env, caption)
@@ -152,20 +154,17 @@ def rm_inputs(prompt: jax.Array, caption: jax.Array) -> jax.Array:
   return jnp.concatenate([prompt, caption, jnp.array([QUERY], jnp.int32)])
 
 
-def train_scorer(cfg: lm_model.LMConfig, inputs: jax.Array, targets: jax.Array, key: jax.Array,
-                 steps: int, batch: int = 64, lr: float = 3e-3, weight_decay: float = 0.01,
-                 progress: bool = True, desc: str = "scorer") -> tuple[Any, Any]:
-  """Fits a Scorer on a fixed labelled set: BCE(sigmoid(score), target), minibatches drawn
-  with replacement from the N labelled examples. Returns (params, loss per step)."""
+def fit(cfg: lm_model.LMConfig, loss_fn: Callable, inputs: jax.Array, targets: jax.Array,
+        key: jax.Array, steps: int, batch: int = 64, lr: float = 3e-3, weight_decay: float = 0.01,
+        progress: bool = True, desc: str = "scorer") -> tuple[Any, Any]:
+  """Fits a fresh DecoderLM of `cfg` on a fixed labelled set: loss_fn(params, x [B, T], y [B])
+  on minibatches drawn with replacement from the N labelled examples. Returns (params, loss per
+  step). The one training loop of the verifier, the holistic RM and the QA reader."""
   k_init, k_train = jax.random.split(key)
   params = lm_model.init_params(cfg, k_init)
   opt = lm_pretrain.make_optimizer(lr, steps, warmup=min(50, steps // 5),
                                    weight_decay=weight_decay)
   n = inputs.shape[0]
-
-  def loss_fn(p, x, y):
-    s = score(cfg, p, x)
-    return optax.sigmoid_binary_cross_entropy(s, y).mean()
 
   def step(state, k):
     p, o = state
@@ -179,12 +178,78 @@ def train_scorer(cfg: lm_model.LMConfig, inputs: jax.Array, targets: jax.Array, 
   return params, m["loss"]
 
 
+def train_scorer(cfg: lm_model.LMConfig, inputs: jax.Array, targets: jax.Array, key: jax.Array,
+                 steps: int, batch: int = 64, lr: float = 3e-3, weight_decay: float = 0.01,
+                 progress: bool = True, desc: str = "scorer") -> tuple[Any, Any]:
+  """A Scorer fitted with BCE(sigmoid(score), target in [0, 1]) (`fit`)."""
+  def loss_fn(p, x, y):
+    return optax.sigmoid_binary_cross_entropy(score(cfg, p, x), y).mean()
+  return fit(cfg, loss_fn, inputs, targets, key, steps, batch, lr, weight_decay, progress, desc)
+
+
+# ---- the learned QA reader (CapRL-style: answers from the caption alone) --------------------
+def reader_config(env: sc.SceneCap, d_model: int = 32, num_layers: int = 2,
+                  num_heads: int = 2) -> lm_model.LMConfig:
+  """A DecoderLM long enough for (caption, question ENT FRAME, <q>)."""
+  return v2_config("qa_reader", d_model=d_model, num_layers=num_layers, num_heads=num_heads,
+                   d_ff=4 * d_model, max_len=env.response_len + 3)
+
+
+def reader_inputs(env: sc.SceneCap, caption: jax.Array) -> jax.Array:
+  """caption [R] -> [E*F, R + 3]: the caption, then question (e, f) as `ENT FRAME <q>`, for
+  every (entity, frame) pair in entity-major order (question q = e * F + f). The reader never
+  sees the scene: it answers from the caption alone."""
+  e, f = jnp.meshgrid(jnp.arange(env.E), jnp.arange(env.F), indexing="ij")
+  q = jnp.stack([V.letter_id(e.reshape(-1)), tokenizer.digit_id(f.reshape(-1)),
+                 jnp.full((env.E * env.F,), QUERY)], 1).astype(jnp.int32)
+  return jnp.concatenate([jnp.broadcast_to(caption, (q.shape[0],) + caption.shape), q], axis=1)
+
+
+def reader_logits(env: sc.SceneCap, cfg: lm_model.LMConfig, params: Any,
+                  inputs: jax.Array) -> jax.Array:
+  """inputs int32 [N, R + 3] -> answer logits [N, A] over the action letters."""
+  logits, _ = lm_model.DecoderLM(cfg).apply({"params": params}, inputs)
+  return logits[:, -1, V.letter_id(sc.ACT_BASE + jnp.arange(env.A))]
+
+
+def questions(env: sc.SceneCap, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """(asked bool [E*F], answer int32 [E*F]): one question per salient event (visible event of
+  a present entity), entity-major like `reader_inputs`; answer = its true action."""
+  s = env.unpack(x)
+  asked = (s.action >= 0) & s.visible & s.present[:, None]
+  return asked.reshape(-1), jnp.maximum(s.action, 0).reshape(-1)
+
+
+def train_reader(env: sc.SceneCap, cfg: lm_model.LMConfig, inputs: jax.Array,
+                 answers: jax.Array, key: jax.Array, steps: int, batch: int = 64,
+                 lr: float = 3e-3, weight_decay: float = 0.01, progress: bool = True,
+                 desc: str = "qa_reader") -> tuple[Any, Any]:
+  """The QA reader fitted with softmax cross-entropy over the A actions (`fit`)."""
+  def loss_fn(p, x, y):
+    return optax.softmax_cross_entropy_with_integer_labels(
+        reader_logits(env, cfg, p, x), y).mean()
+  return fit(cfg, loss_fn, inputs, answers, key, steps, batch, lr, weight_decay, progress, desc)
+
+
+def qa_learned(env: sc.SceneCap, reader: tuple[lm_model.LMConfig, Any], x: jax.Array,
+               caption: jax.Array) -> jax.Array:
+  """QA utility with the frozen learned reader: fraction of the scene's salient-event
+  questions whose argmax answer (from the caption alone) is the true action."""
+  asked, answer = questions(env, x)
+  pred = jnp.argmax(reader_logits(env, *reader, reader_inputs(env, caption)), axis=-1)
+  return (asked & (pred == answer)).sum() / jnp.maximum(asked.sum(), 1)
+
+
 def label_pool(task: CaptionTask, key: jax.Array, budget: int,
                pool_params: sc.SceneCapParams) -> dict[str, jax.Array]:
-  """The labelled data of both learned rewards, from the same scenes and captions:
-  `budget` (scene, claim, label) examples for the verifier (well-formed claims of noisy
-  captions under `pool_params`) and `budget` (scene, caption, exact F1) examples for the
-  holistic RM. Returns {ver_x [budget, P+6], ver_y, rm_x [budget, P+R+1], rm_y}."""
+  """The labelled data of the three learned scorers, from the same scenes and captions, the
+  same number of labels each (one label = one supervised example): `budget` (scene, claim,
+  true?) examples for the verifier (well-formed claims of noisy captions under `pool_params`),
+  `budget` (scene, caption, exact F1) examples for the holistic RM, and `budget` (caption,
+  question, true answer) examples for the QA reader (questions about the salient events).
+  Returns {ver_x [budget, P+6], ver_y, rm_x [budget, P+R+1], rm_y, qa_x [budget, R+3], qa_y,
+  ver_visible} (ver_visible: the claim is a visible event, i.e. checkable in the prompt; used
+  only to report the evidence ceiling of a prompt-reading verifier, never as a feature)."""
   env = task.env
   pool = dataclasses.replace(task, params=pool_params)
   ops = pool.sample_train(key, budget)
@@ -197,25 +262,36 @@ def label_pool(task: CaptionTask, key: jax.Array, budget: int,
     p = claims.parse(env, cap)
     lab = claims.exact_verified(p, true)
     f1 = claims.exact_scores(env, cap, true, sal)["f1"]
-    return verifier_inputs(env, prompt, p["fields"]), lab, p["fact"] >= 0, rm_inputs(prompt,
-                                                                                     cap), f1
+    asked, answer = questions(env, x)
+    vx = jnp.concatenate([verifier_inputs(env, prompt, p["fields"]),
+                          sal[jnp.maximum(p["fact"], 0)][:, None].astype(jnp.int32)], axis=1)
+    return (vx, lab, p["fact"] >= 0, rm_inputs(prompt, cap), f1, reader_inputs(env, cap),
+            answer, asked)
 
-  vx, vy, vok, rx, ry = jax.vmap(per_caption)(ops, prompts, caps)
-  vx, vy, vok = vx.reshape(-1, vx.shape[-1]), vy.reshape(-1), vok.reshape(-1)
-  order = jnp.argsort(~vok, stable=True)[:budget]   # the first `budget` well-formed claims
-  return {"ver_x": vx[order], "ver_y": vy[order].astype(jnp.float32),
-          "rm_x": rx, "rm_y": ry.astype(jnp.float32)}
+  vx, vy, vok, rx, ry, qx, qy, qok = jax.vmap(per_caption)(ops, prompts, caps)
+
+  def first(x, y, ok):   # the first `budget` examples that exist (well-formed / asked)
+    order = jnp.argsort(~ok.reshape(-1), stable=True)[:budget]
+    return x.reshape(-1, x.shape[-1])[order], y.reshape(-1)[order]
+
+  vx, vy = first(vx, vy, vok)
+  qx, qy = first(qx, qy, qok)
+  return {"ver_x": vx[:, :-1], "ver_y": vy.astype(jnp.float32), "rm_x": rx,
+          "rm_y": ry.astype(jnp.float32), "qa_x": qx, "qa_y": qy.astype(jnp.int32),
+          "ver_visible": vx[:, -1] > 0}
 
 
 # ---- reward functions (scene_vec, caption) -> [] --------------------------------------------
-def make_reward(kind: str, env: sc.SceneCap, *, verifier=None, rm=None, eps: float = 0.0,
+def make_reward(kind: str, env: sc.SceneCap, *, verifier=None, rm=None, reader=None,
+                eps: float = 0.0,
                 reject: float = 0.0, noise_seed: int = 0, fluency: float = 0.1, beta: float = 1.0):
   """The reward `kind` as a pure function of (scene_vec, caption).
 
   kinds: claim_f1 / precision_only (learned verifier: verifier=(cfg, params)),
   claim_f1_noisy (exact verifier with false-accept rate eps and false-reject rate `reject`;
   each decision is a fixed function of (scene, fact): consistently wrong on some claims),
-  token_recall, holistic_rm (rm=(cfg, params)), qa_utility, exact_f1 (evaluation only).
+  token_recall, holistic_rm (rm=(cfg, params)), qa_utility (the frozen learned reader:
+  reader=(cfg, params)), qa_rule (the rule reader), exact_f1 (evaluation only).
   """
   def verified_learned(x, p):
     prompt = env.render(env.unpack(x))
@@ -245,7 +321,9 @@ def make_reward(kind: str, env: sc.SceneCap, *, verifier=None, rm=None, eps: flo
   if kind == "token_recall":
     return lambda x, cap: token_recall(env, x, cap, fluency)
   if kind == "qa_utility":
-    return lambda x, cap: qa_utility(env, x, cap)
+    return lambda x, cap: qa_learned(env, reader, x, cap)
+  if kind == "qa_rule":
+    return lambda x, cap: qa_rule(env, x, cap)
   if kind == "holistic_rm":
     def rm_fn(x, cap):
       prompt = env.render(env.unpack(x))
@@ -260,4 +338,4 @@ def make_reward(kind: str, env: sc.SceneCap, *, verifier=None, rm=None, eps: flo
 
 
 REWARD_KINDS = ("claim_f1", "precision_only", "claim_f1_noisy", "token_recall", "holistic_rm",
-                "qa_utility", "exact_f1")
+                "qa_utility", "qa_rule", "exact_f1")

@@ -71,9 +71,9 @@ def test_token_recall_matches_reference(batch):
         ref_token_recall(ENV.reference_caption(s), caps[i], 0.1, wf), abs=1e-6)
 
 
-def test_qa_utility_matches_reference(batch):
+def test_qa_rule_matches_reference(batch):
   scenes, caps, xs = batch
-  got = jax.vmap(lambda x, c: rmod.qa_utility(ENV, x, c))(xs, caps)
+  got = jax.vmap(lambda x, c: rmod.qa_rule(ENV, x, c))(xs, caps)
   ref = [ref_qa(jax.tree.map(lambda a: a[i], scenes), caps[i]) for i in range(caps.shape[0])]
   np.testing.assert_allclose(got, ref, atol=1e-6)
   assert 0 < np.mean(ref) < 1   # the batch exercises both outcomes
@@ -103,7 +103,12 @@ def test_caption_task_pretrain_batch_masks_response():
 def test_label_pool_same_budget_and_labels():
   task = rmod.CaptionTask(ENV, P, rmod.make_reward("exact_f1", ENV))
   pool = rmod.label_pool(task, jax.random.PRNGKey(2), 64, P.replace(halluc_prob=0.5))
-  assert pool["ver_x"].shape[0] == pool["rm_x"].shape[0] == 64
+  assert pool["ver_x"].shape[0] == pool["rm_x"].shape[0] == pool["qa_x"].shape[0] == 64
+  assert pool["qa_x"].shape[1] == ENV.response_len + 3
+  assert np.all((np.asarray(pool["qa_y"]) >= 0) & (np.asarray(pool["qa_y"]) < ENV.A))
+  assert pool["ver_visible"].shape == (64,)
+  # a visible claim is an event of the world: every visible claim is labelled true
+  assert np.all(np.asarray(pool["ver_y"])[np.asarray(pool["ver_visible"])] == 1.0)
   assert pool["ver_x"].shape[1] == ENV.prompt_len + 6
   assert pool["rm_x"].shape[1] == ENV.prompt_len + ENV.response_len + 1
   assert np.all(np.asarray(pool["ver_x"][:, -1]) == rmod.QUERY)
