@@ -34,7 +34,6 @@ def _tags(cell):
   return cell.get("metadata", {}).get("tags", [])
 
 
-@pytest.mark.slow  # compaction.ipynb fails after this session's merges; see the closing note
 @pytest.mark.parametrize("path", _params())
 def test_notebook_executes(path, monkeypatch):
   monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR",
