@@ -39,7 +39,7 @@ from tqdm import tqdm
 
 from experiments import cli
 from jaxrl_suite.core import results, stats
-from jaxrl_suite.envs.rail import calibration, competition, make_rail
+from jaxrl_suite.envs.rail import bound, calibration, competition, make_rail
 from jaxrl_suite.envs.rail import baselines as B
 from jaxrl_suite.envs.rail import evaluate as E
 from jaxrl_suite.envs.rail.instance import SEGMENTS, ELASTICITY
@@ -138,14 +138,64 @@ def _ci(x) -> tuple[float, float, float]:
   return stats.mean_ci(np.asarray(x, np.float64))
 
 
-def _flattening(curve: np.ndarray) -> dict:
-  """Relative change of the mean training return between the last two fifths of training."""
-  n = len(curve)
-  k = max(n // 5, 1)
-  last, prev = float(np.mean(curve[-k:])), float(np.mean(curve[-2 * k:-k]))
-  rel = (last - prev) / max(abs(prev), 1e-9)
-  return {"last_fifth": last, "previous_fifth": prev, "relative_change": rel,
-          "flattened": bool(abs(rel) < 0.02)}
+def _flattening(rev: np.ndarray, c) -> dict:
+  """Has the budget sweep flattened? rev [S, B]: tuning-episode revenue per seed and budget.
+  Flattened when the 95% CI of the paired ratio rev[:, -1] / rev[:, -2] (the last step of the
+  sweep) lies inside [1 - tol, 1 + tol], tol = config.flat_tol: more budget no longer moves it."""
+  if rev.shape[1] < 2:
+    return {"ratio": [1.0, 1.0, 1.0], "flattened": False, "tol": c.flat_tol}
+  r, lo, hi = stats.paired_ratio_ci(rev[:, -1], rev[:, -2], n_boot=c.n_boot, seed=c.seed)
+  return {"ratio": [r, lo, hi], "tol": c.flat_tol,
+          "flattened": bool(lo >= 1 - c.flat_tol and hi <= 1 + c.flat_tol)}
+
+
+def _train_variant(c, name, key, tune_rows, eval_keys, scenarios):
+  """Trains `name` on n_seeds seeds (vmapped) through config.budget_updates; returns (held-out
+  per-seed metrics {scenario: {metric: [S]}}, training curve [S, U], meta, sweep) where sweep
+  holds the tuning-episode revenue [S, len(budgets)] of the greedy and the sampled policy."""
+  _, _, amode = _variant(name)
+  env_v, p_v = make_rail(c.instance, action_mode=amode, pad=c.pad, reward_mode=c.reward_mode,
+                         demand_level=c.demand_level, reward_scale=c.reward_scale)
+  learner, agent = _learner(c, env_v, p_v, name)
+  budgets = list(c.budget_updates)
+  step = int(np.gcd.reduce(np.asarray(budgets)))
+  rs = jax.jit(jax.vmap(learner.init))(jax.random.split(jax.random.fold_in(key, 1000),
+                                                        c.n_seeds))
+  run = jax.jit(jax.vmap(lambda r: learner.run(r, step)))
+
+  def evaluate_rl(ps, keys, pv, greedy):
+    def pol(k, obs, st):
+      return jnp.where(greedy, agent.policy(ps, obs, k, greedy=True),
+                       agent.policy(ps, obs, k, greedy=False))
+    return E.evaluate(env_v, pv, pol, keys)
+
+  ev_rl = jax.jit(jax.vmap(evaluate_rl, in_axes=(0, 0, None, None)))
+  tune_rev = lambda ps, g: np.asarray(ev_rl(ps, tune_rows, p_v, jnp.asarray(g))
+                                      ["revenue_total"], np.float64).mean(1)       # [S]
+  curve, sw = [], {"greedy": [], "sampled": []}
+  done = 0
+  while done < budgets[-1]:
+    rs, met = run(rs)
+    done += step
+    curve.append(np.asarray(met["returned_episode_returns"]))
+    if done in budgets:
+      for m in sw:
+        sw[m].append(tune_rev(rs.train_state.params, m == "greedy"))
+  sweep = {m: np.stack(v, 1) for m, v in sw.items()}                       # [S, B]
+  sweep["updates"] = np.asarray(budgets, np.float64)
+  sweep["env_steps"] = sweep["updates"] * c.rl.num_envs * c.rl.num_steps
+  # greedy vs sampled, chosen on the tuning episodes at the full budget (seed-mean revenue)
+  sel = {m: float(sweep[m][:, -1].mean()) for m in ("greedy", "sampled")}
+  greedy = sel["greedy"] >= sel["sampled"]
+  params_s = rs.train_state.params
+  out = {}
+  for sc, ps_ in scenarios.items():
+    pv = p_v.replace(demand_level=ps_.demand_level)
+    out[sc] = _per_seed(jax.device_get(ev_rl(params_s, eval_keys, pv, jnp.asarray(greedy))))
+  chosen = sweep["greedy" if greedy else "sampled"]
+  meta = {"selection_revenue": sel, "mode": "greedy" if greedy else "sampled",
+          "updates": budgets[-1], "flattening": _flattening(chosen, c)}
+  return out, np.concatenate(curve, 1), meta, sweep
 
 
 def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
@@ -156,7 +206,7 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
   cache = _PhaseCache(workdir, c)
   timings = {}
   env, p_train = make_rail(c.instance, pad=c.pad, reward_mode=c.reward_mode,
-                           demand_level=c.demand_level)
+                           demand_level=c.demand_level, reward_scale=c.reward_scale)
   p_shift = p_train.replace(demand_level=c.shift_level)
   scenarios = {"train_level": p_train, "shift": p_shift}
   key = jax.random.PRNGKey(c.seed)
@@ -204,48 +254,24 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
   timings["competition_s"] = time.time() - t
   bar.update()
 
-  # 4. RL: every variant trains n_seeds seeds in one jit
+  # 4. RL: every variant trains n_seeds seeds in one jit, in chunks; at every budget of the sweep
+  # (config.budget_updates, constant learning rate) the policies are scored on the tuning episodes
   t = time.time()
-  rl, curves, rl_meta = {}, {}, {}
+  rl, curves, rl_meta, sweep = {}, {}, {}, {}
   tune_rows = jnp.broadcast_to(tune_keys[None], eval_keys.shape)
   for name in c.variants:
     hit = cache.get(f"rl/{name}")
     if hit is not None:
-      rl[name], curves[name], rl_meta[name] = (_arrays(hit["rl"]), np.asarray(hit["curve"]),
-                                               hit["meta"])
+      rl[name], curves[name], rl_meta[name], sweep[name] = (
+          _arrays(hit["rl"]), np.asarray(hit["curve"]), hit["meta"], _arrays(hit["sweep"]))
       bar.update()
       continue
     tv = time.time()
-    _, _, amode = _variant(name)
-    env_v, p_v = make_rail(c.instance, action_mode=amode, pad=c.pad, reward_mode=c.reward_mode,
-                           demand_level=c.demand_level)
-    learner, agent = _learner(c, env_v, p_v, name)
-    seeds = jax.random.split(jax.random.fold_in(key, 1000), c.n_seeds)
-    rs, met = jax.jit(jax.vmap(learner.train))(seeds)
-    curves[name] = np.asarray(met["returned_episode_returns"])        # [S, U]
-    params_s = rs.train_state.params
-
-    def evaluate_rl(ps, keys, pv, greedy, agent=agent, env_v=env_v):
-      def pol(k, obs, st):
-        a_g = agent.policy(ps, obs, k, greedy=True)
-        a_s = agent.policy(ps, obs, k, greedy=False)
-        return jnp.where(greedy, a_g, a_s)
-      return E.evaluate(env_v, pv, pol, keys)
-
-    ev_rl = jax.jit(jax.vmap(evaluate_rl, in_axes=(0, 0, None, None)))
-    # greedy vs sampled, chosen on the tuning episodes (seed-mean revenue)
-    sel = {m: float(np.mean(ev_rl(params_s, tune_rows, p_v, jnp.asarray(m == "greedy"))
-                            ["revenue_total"])) for m in ("greedy", "sampled")}
-    greedy = sel["greedy"] >= sel["sampled"]
-    rl[name] = {}
-    for sc, ps_ in scenarios.items():
-      pv = p_v.replace(demand_level=ps_.demand_level)
-      rl[name][sc] = _per_seed(jax.device_get(ev_rl(params_s, eval_keys, pv,
-                                                     jnp.asarray(greedy))))
-    rl_meta[name] = {"selection_revenue": sel, "mode": "greedy" if greedy else "sampled",
-                     "train_s": time.time() - tv, "updates": int(learner.num_updates),
-                     "flattening": _flattening(curves[name].mean(0))}
-    cache.put(f"rl/{name}", {"rl": rl[name], "curve": curves[name], "meta": rl_meta[name]})
+    rl[name], curves[name], rl_meta[name], sweep[name] = _train_variant(
+        c, name, key, tune_rows, eval_keys, scenarios)
+    rl_meta[name]["train_s"] = time.time() - tv
+    cache.put(f"rl/{name}", {"rl": rl[name], "curve": curves[name], "meta": rl_meta[name],
+                             "sweep": sweep[name]})
     bar.update()
   timings["rl_s"] = time.time() - t
 
@@ -266,12 +292,19 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
   if hit is not None:
     base = _arrays(hit)
   cache.put("baselines", base)
+  # the valid upper bound on expected revenue of every policy, on the same episodes (bound.py)
+  bound_fn = jax.jit(lambda ks, ps: bound.mean_bound(env, ps, ks))
+  ub = {sc: np.asarray([float(bound_fn(eval_keys[s], ps_).mean()) for s in range(c.n_seeds)])
+        for sc, ps_ in scenarios.items()}
   timings["evaluation_s"] = time.time() - t
   bar.update()
 
   # 6. verdicts
   rec = _verdicts(c, el, tuning, rl, rl_meta, base, nash_conv)
   table = _table(rl, base)
+  bound_rec, bound_line = _bound_summary(ub, table)
+  best_b = rec["comparisons"]["best_rl_vs_best_rm_train_level"]["baseline"]
+  best_b_rev = max(tuning[best_b]["revenue"])
   bar.update()
   bar.close()
   wall = time.time() - t0
@@ -282,15 +315,37 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
              "nash_levels": nash_lv.tolist(), "nash_converged": nash_conv,
              "monopoly_levels": mono_lv.tolist(), "rl": rl_meta, "table": table,
              "curves": {k: v.tolist() for k, v in curves.items()}, "timings": timings,
-             "comparisons": rec["comparisons"]}
-  md = _markdown(c, el, tuned, rl_meta, table, rec, nash_lv, mono_lv, nash_conv, timings)
+             "comparisons": rec["comparisons"], "upper_bound": bound_rec,
+             "sweep": {k: {m: np.asarray(x).tolist() for m, x in v.items()}
+                       for k, v in sweep.items()}}
+  md = _markdown(c, el, tuned, rl_meta, table, rec, nash_lv, mono_lv, nash_conv, timings, sweep,
+                 best_b, best_b_rev, bound_line)
   rdir = results_dir or (os.path.join(workdir, "results") if quick else None)
   path = results.write_results(NAME, mode="quick" if quick else "full", config=c,
                                seeds=list(range(c.n_seeds)), claims=rec["claims"],
                                wall_time_s=wall, payload=payload, markdown=md,
                                results_dir=rdir)
-  _plot(curves, table, os.path.join(os.path.dirname(path), f"{NAME}.png"))
+  _plot(curves, sweep, rl_meta, best_b, best_b_rev, table,
+        os.path.join(os.path.dirname(path), f"{NAME}.png"))
   return {"claims": rec["claims"], "path": path, "table": table, "payload": payload}
+
+
+def _bound_summary(ub: dict, table: dict):
+  """({scenario: {ci, max_policy, holds}}, a markdown line): the bound vs every policy's mean."""
+  rec, parts = {}, []
+  for sc, u in ub.items():
+    top = max(table[sc], key=lambda p: table[sc][p]["revenue_total"][0])
+    top_rev = table[sc][top]["revenue_total"][0]
+    ci = list(_ci(u))
+    rec[sc] = {"ci": ci, "per_seed": u.tolist(), "max_policy": top,
+               "max_policy_revenue": top_rev, "holds": bool(top_rev <= ci[0])}
+    parts.append(f"{sc}: {_fmt(ci, 1, 1e-3)}k, best policy {top} {top_rev / 1e3:.1f}k "
+                 f"({top_rev / ci[0]:.0%} of it; bound {'holds' if top_rev <= ci[0] else 'VIOLATED'})")
+  line = ("Valid upper bound on the expected revenue of any policy given each episode's demand "
+          "shock (envs/rail/bound.py: every would-be passenger pays the top fare, seats pooled "
+          "per leg; loose by construction). `cdlp_known` (CDLP told the shock) is an information "
+          "benchmark, not a bound. " + "; ".join(parts) + ".")
+  return rec, line
 
 
 def _table(rl, base) -> dict:
@@ -320,7 +375,7 @@ def _verdicts(c, el, tuning, rl, rl_meta, base, nash_conv) -> dict:
       detail="arc elasticity of bookings, all trains 1.0 -> 1.1 x base fare, capacity "
              "non-binding, common random numbers"))
   # best RL variant and best tuned baseline, both chosen on the tuning episodes
-  rm = [b for b in B.BASELINES if b != "oracle"]
+  rm = [b for b in B.BASELINES if b != "cdlp_known"]   # a revenue manager does not know the shock
   best_b = max(rm, key=lambda b: max(tuning[b]["revenue"]))
   best_rl = max(rl_meta, key=lambda v: max(rl_meta[v]["selection_revenue"].values()))
   for sc in ("train_level", "shift"):
@@ -345,8 +400,9 @@ def _verdicts(c, el, tuning, rl, rl_meta, base, nash_conv) -> dict:
       f"{best_rl} / {best_b} revenue {r:.3f} (shift {rs:.3f} [{los:.3f}, {his:.3f}])", v,
       ci95=(lo, hi),
       detail=f"held-out episodes, training demand level; best baseline by tuning revenue; RL "
-             f"curve last-fifth change {flat['relative_change']:+.1%} "
-             f"({'flattened' if flat['flattened'] else 'still moving'})"))
+             f"budget sweep: last step x{flat['ratio'][0]:.3f} [{flat['ratio'][1]:.3f}, "
+             f"{flat['ratio'][2]:.3f}] ({'flattened' if flat['flattened'] else 'still moving'} "
+             f"at tol {flat['tol']:.0%})"))
   # relational vs MLP ablation
   for mode in ("mappo", "ippo"):
     if f"{mode}_rel" in rl and f"{mode}_mlp" in rl:
@@ -387,7 +443,8 @@ def _fmt(ci, nd=0, scale=1.0):
   return f"{m:,.{nd}f} [{lo:,.{nd}f}, {hi:,.{nd}f}]"
 
 
-def _markdown(c, el, tuned, rl_meta, table, rec, nash_lv, mono_lv, nash_conv, timings) -> str:
+def _markdown(c, el, tuned, rl_meta, table, rec, nash_lv, mono_lv, nash_conv, timings, sweep,
+              best_b, best_b_rev, bound_line) -> str:
   lines = ["RailRM-v0 `ecml` line (5 stations, 9 trains of 3 operators, 400 seats per leg, 12 "
            "weekly periods), reward = operator revenue. Means with 95% CIs over "
            f"{c.n_seeds} seeds (RL training seeds = held-out evaluation groups of "
@@ -417,22 +474,35 @@ def _markdown(c, el, tuned, rl_meta, table, rec, nash_lv, mono_lv, nash_conv, ti
     lines += ["Revenue per operator (GBP k): " + "; ".join(
         f"{pol}: " + ", ".join(f"op{o} {r[0] / 1e3:.1f}" for o, r in enumerate(row["revenue_op"])
                                if r[0] > 0) for pol, row in table[sc].items()), ""]
-  lines += ["## RL training", "", "| variant | updates | eval mode | curve last-fifth change | "
-            "train s |", "|---|---|---|---|---|"]
+  lines += ["## RL budget sweep", "",
+            f"One run per seed at a constant learning rate, scored at each budget on the "
+            f"{c.tune_episodes} tuning episodes (the first b updates of the run are a run of "
+            f"budget b). Best tuned baseline on the same episodes: {best_b} "
+            f"{best_b_rev / 1e3:.1f}k. Flattened: the 95% CI of the last step's revenue ratio "
+            f"lies within 1 +/- {c.flat_tol:.0%}.", "",
+            "| variant | eval mode | " + " | ".join(
+                f"{int(u)} upd ({int(e):,} steps)" for u, e in zip(
+                    next(iter(sweep.values()))["updates"],
+                    next(iter(sweep.values()))["env_steps"])) + " | last step | train s |",
+            "|---|---|" + "---|" * (len(c.budget_updates) + 2)]
   for v, m in rl_meta.items():
     f = m["flattening"]
-    lines.append(f"| {v} | {m['updates']} | {m['mode']} | {f['relative_change']:+.1%} "
-                 f"({'flat' if f['flattened'] else 'moving'}) | {m['train_s']:.0f} |")
+    rev = np.asarray(sweep[v][m["mode"]])
+    cells = " | ".join(_fmt(_ci(rev[:, b]), 1, 1e-3) for b in range(rev.shape[1]))
+    lines.append(f"| {v} | {m['mode']} | {cells} | x{f['ratio'][0]:.3f} [{f['ratio'][1]:.3f}, "
+                 f"{f['ratio'][2]:.3f}] ({'flat' if f['flattened'] else 'moving'}) | "
+                 f"{m['train_s']:.0f} |")
+  lines += ["", "## Upper bound", "", bound_line]
   lines += ["", "## Comparisons", "", "```", str(rec["comparisons"]), "```", "",
             "Timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items())]
   return "\n".join(lines)
 
 
-def _plot(curves, table, path):
+def _plot(curves, sweep, rl_meta, best_b, best_b_rev, table, path):
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
-  fig, ax = plt.subplots(1, 2, figsize=(12, 4))
+  fig, ax = plt.subplots(1, 3, figsize=(17, 4))
   for name, cur in curves.items():
     m = cur.mean(0)
     ax[0].plot(m, label=name)
@@ -440,13 +510,24 @@ def _plot(curves, table, path):
   ax[0].set_xlabel("update")
   ax[0].set_ylabel("training return (sum over trains, reward units)")
   ax[0].legend()
-  ax[0].set_title("RL learning curves (mean, min-max over seeds)")
+  ax[0].set_title("RL training returns (mean, min-max over seeds)")
+  for name, sw in sweep.items():
+    rev = np.asarray(sw[rl_meta[name]["mode"]]) / 1e3
+    ci = np.array([_ci(rev[:, b]) for b in range(rev.shape[1])])
+    ax[1].errorbar(sw["env_steps"], ci[:, 0], yerr=[ci[:, 0] - ci[:, 1], ci[:, 2] - ci[:, 0]],
+                   marker="o", capsize=3, label=f"{name} ({rl_meta[name]['mode']})")
+  ax[1].axhline(best_b_rev / 1e3, color="k", ls="--", label=f"best tuned baseline ({best_b})")
+  ax[1].set_xscale("log")
+  ax[1].set_xlabel("RL budget, env steps per seed")
+  ax[1].set_ylabel("revenue on tuning episodes, GBP k (95% CI)")
+  ax[1].set_title("budget sweep")
+  ax[1].legend(fontsize=7)
   rows = sorted(table["train_level"].items(), key=lambda kv: kv[1]["revenue_total"][0])
   names = [r[0] for r in rows]
   m = np.array([r[1]["revenue_total"] for r in rows]) / 1e3
-  ax[1].barh(names, m[:, 0], xerr=[m[:, 0] - m[:, 1], m[:, 2] - m[:, 0]])
-  ax[1].set_xlim(m[:, 1].min() * 0.97, m[:, 2].max() * 1.01)
-  ax[1].set_xlabel("revenue per departure day, GBP k (held-out, 95% CI)")
+  ax[2].barh(names, m[:, 0], xerr=[m[:, 0] - m[:, 1], m[:, 2] - m[:, 0]])
+  ax[2].set_xlim(m[:, 1].min() * 0.97, m[:, 2].max() * 1.01)
+  ax[2].set_xlabel("revenue per departure day, GBP k (held-out, 95% CI)")
   fig.tight_layout()
   fig.savefig(path, dpi=100)
   plt.close(fig)

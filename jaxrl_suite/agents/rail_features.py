@@ -106,7 +106,6 @@ def make(num_actions: int, obs_shape, *, valid_col: int, type_col: int, self_col
   def policy(params, obs, key, mask=None, greedy: bool = False):
     """obs: one env's [N, K, F] tokens (leading axes allowed) -> actions [..., N]; the actor
     reads only each train's own row, so no global view is needed."""
-    lead = obs.shape[:-2]
     row = {"obs": obs}
     if centralised:
       n = obs.shape[-3]
@@ -114,7 +113,6 @@ def make(num_actions: int, obs_shape, *, valid_col: int, type_col: int, self_col
                                        obs.shape[:-3] + (n, n * k_ent * f))
     logits, _ = apply(params, row)
     logits = apply_action_mask(logits, mask)
-    del lead
     return jnp.argmax(logits, -1) if greedy else jax.random.categorical(key, logits)
 
   # act / evaluate / value from the shared feed-forward helper; the policy reads [N, K, F] rows

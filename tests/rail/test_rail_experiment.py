@@ -19,9 +19,25 @@ def test_config_validation_names_the_field():
   c.variants = ("mappo_transformer",)
   with pytest.raises(ValueError, match="variants"):
     cfg.validate(c)
+  c = cfg.get_config()
+  c.budget_updates = (12, 24)          # must end at the full budget
+  with pytest.raises(ValueError, match="budget_updates"):
+    cfg.validate(c)
+  c = cfg.get_config()
+  c.rl.anneal_lr = True                # a sweep over one run needs a constant learning rate
+  with pytest.raises(ValueError, match="anneal_lr"):
+    cfg.validate(c)
+  c = cfg.get_config()
+  c.rl.gae_lambda = 1.5
+  with pytest.raises(ValueError, match="rl.gae_lambda"):
+    cfg.validate(c)
+  c = cfg.get_config()
+  c.reward_scale = 0.0
+  with pytest.raises(ValueError, match="reward_scale"):
+    cfg.validate(c)
 
 
-@pytest.mark.slow   # ~3-4 CPU-min: ~30 XLA compiles (6 baseline families, 2 RL variants)
+@pytest.mark.slow   # ~4-5 CPU-min: ~30 XLA compiles (6 baseline families, 3 RL variants)
 def test_quick_run_writes_a_valid_record(tmp_path):
   import configs.rail_pricing as cfg
   from experiments import rail_pricing
@@ -37,6 +53,10 @@ def test_quick_run_writes_a_valid_record(tmp_path):
   assert uk["verdict"] == "not reproduced" and "LNER" in uk["detail"]
   for sc in ("train_level", "shift"):
     pols = rec["table"][sc]
-    assert {"static", "emsr_b", "emsr_b_mr", "cdlp", "myopic", "oracle", "nash", "monopoly",
-            "mappo_rel", "mappo_mlp"} <= set(pols)
+    assert {"static", "emsr_b", "emsr_b_mr", "cdlp", "myopic", "cdlp_known", "nash", "monopoly",
+            "mappo_rel", "mappo_mlp", "mappo_rel_delta"} <= set(pols)
+    # the upper bound is above every policy on the same episodes
+    assert rec["upper_bound"][sc]["holds"]
+  sw = rec["sweep"]["mappo_rel_delta"]
+  assert sw["updates"] == list(c.budget_updates) and len(sw["greedy"][0]) == len(c.budget_updates)
   assert os.path.exists(os.path.join(str(tmp_path), "rail_pricing.png"))

@@ -19,7 +19,9 @@ experiments/rail_pricing.py):
               period: max sum_k t_k R_k s.t. sum_k t_k Q_{k,l} <= c_l (every leg), sum_k t_k <= 1
               (R, Q: revenue and leg seats to go with bucket k offered all the time); the leg
               duals pi_l are bid prices and the train offers argmax_k R_k^now - pi . Q_k^now.
-  oracle      cdlp with the true per-episode demand shock (demand known): a hindsight reference.
+  cdlp_known  cdlp with the true per-episode demand shock (demand known), tuned on the same grid:
+              an information benchmark, NOT an upper bound (a heuristic that knows the shock can
+              still score below a tuned static fare); the valid bound is `bound.revenue_bound`.
 """
 
 from __future__ import annotations
@@ -31,13 +33,13 @@ from jaxrl_suite.envs.rail import demand, emsr, forecast, lp
 from jaxrl_suite.envs.rail.env import EnvParams, EnvState, n_agents, prices
 from jaxrl_suite.envs.rail.instance import NL_MAX
 
-BASELINES = ("static", "myopic", "emsr_b", "emsr_b_mr", "cdlp", "oracle")
+BASELINES = ("static", "myopic", "emsr_b", "emsr_b_mr", "cdlp", "cdlp_known")
 THETA_GRID = {"static": (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0),
               "myopic": (0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0),
               "emsr_b": (0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0),
               "emsr_b_mr": (0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0),
               "cdlp": (0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0),
-              "oracle": (1.0,)}
+              "cdlp_known": (0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0)}
 
 
 def _scale(state, params, theta, known_shock=False):
@@ -147,10 +149,10 @@ def cdlp(key, state: EnvState, params: EnvParams, theta):
   return _cdlp(state, params, theta, False)
 
 
-def oracle(key, state: EnvState, params: EnvParams, theta):
+def cdlp_known(key, state: EnvState, params: EnvParams, theta):
   del key
   return _cdlp(state, params, theta, True)
 
 
 POLICIES = {"static": static, "myopic": myopic, "emsr_b": emsr_b, "emsr_b_mr": emsr_b_mr,
-            "cdlp": cdlp, "oracle": oracle}
+            "cdlp": cdlp, "cdlp_known": cdlp_known}
