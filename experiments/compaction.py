@@ -298,11 +298,21 @@ def scale_text(config, cfg, warm_info, walls, wall):
           f"minibatches per variant, {config.num_seeds} seeds (one shared warm start; RL and "
           f"evaluation sampling repeat per seed), {config.eval_envs} evaluation episodes per seed "
           f"and horizon, temperature {config.temperature}. Warm start: {config.warm_steps} steps "
-          f"x {config.warm_batch} rows, corpus mix {dict(config.corpus)} (final loss "
+          f"x {config.warm_batch} rows of 1..{config.warm_turns} blocks ({config.warm_row_len} "
+          f"tokens), corpus mix {dict(config.corpus)} (final loss "
           f"{warm_info.get('loss_last', float('nan')):.3f}, {warm_info.get('wall_s', 0):.0f} s"
           f"{', cached' if warm_info.get('cached') else ''}). RL wall time per variant (s): "
           + ", ".join(f"{k} {v:.0f}" for k, v in walls.items())
           + f". Pipeline wall time {wall:.0f} s on a shared 2-core machine.")
+
+
+def late_slope(curve):
+  """Per-seed least-squares slope of curve [S, T] over its second half, per 10 iterations."""
+  y = np.asarray(curve, np.float64)
+  y = y[:, y.shape[1] // 2:]
+  t = np.arange(y.shape[1], dtype=np.float64)
+  t = t - t.mean()
+  return 10 * ((y - y.mean(1, keepdims=True)) * t).sum(1) / max((t * t).sum(), 1e-12)
 
 
 def analyse(config, rows, curves, mass, exact):
@@ -340,12 +350,15 @@ def analyse(config, rows, curves, mass, exact):
               f"{fmt(m['end']['summary_mass_share'])} | {fmt(m['end']['summary_token_share'])} | "
               f"{fmt(m['end']['summary_weight_share'])} |")
   md += ["", "### Training curves (mean over seeds; return and windows per episode)", "",
-         "| variant | return first 10% | return last 10% | windows first 10% | windows last 10% |",
-         "|---|---|---|---|---|"]
+         "Slope: least-squares slope of the training return over the second half of the "
+         "iterations, per 10 iterations (a CI covering 0: the curve has flattened).", "",
+         "| variant | return first 10% | return last 10% | slope, 2nd half (/10 it) | windows "
+         "first 10% | windows last 10% |", "|---|---|---|---|---|---|"]
   for v, c in curves.items():
     n = max(1, len(c["return"][0]) // 10)
     md.append(f"| {v} | {fmt(c['return'][:, :n].mean(1))} | {fmt(c['return'][:, -n:].mean(1))} |"
-              f" {fmt(c['windows'][:, :n].mean(1), 2)} | {fmt(c['windows'][:, -n:].mean(1), 2)} |")
+              f" {fmt(late_slope(c['return']))} | {fmt(c['windows'][:, :n].mean(1), 2)} | "
+              f"{fmt(c['windows'][:, -n:].mean(1), 2)} |")
 
   claims = []
   # (a) exact invariance + measured effect.
@@ -437,7 +450,17 @@ def plot(config, rows, curves, path):
     a.set_title(metric.replace("_", " ") + " (95% CI over seeds)")
   ax[0, 0].legend(fontsize=6)
   for v, c in curves.items():
-    ax[1, 0].plot(c["return"].mean(0), label=v)
+    main = v == "token_cross"
+    line, = ax[1, 0].plot(c["return"].mean(0), label=v, lw=2.0 if main else 0.8,
+                          alpha=1.0 if main else 0.6)
+    if main:   # the main variant with its 95% band over seeds and a 5-iteration running mean
+      band = np.array([ci(c["return"][:, i]) for i in range(c["return"].shape[1])])
+      ax[1, 0].fill_between(np.arange(len(band)), band[:, 1], band[:, 2], alpha=0.2,
+                            color=line.get_color())
+      k = min(5, c["return"].shape[1])
+      run_mean = np.convolve(c["return"].mean(0), np.ones(k) / k, mode="valid")
+      ax[1, 0].plot(np.arange(k - 1, c["return"].shape[1]), run_mean, "k--", lw=1.5,
+                    label=f"token_cross, {k}-iteration running mean")
     ax[1, 1].plot(c["windows"].mean(0), label=v)
   ax[1, 0].set_title(f"training return at H={config.train_events}")
   ax[1, 1].set_title("windows per episode during training")
