@@ -11,6 +11,7 @@ import numpy as np
 from jaxrl_suite.envs.serving import batching, engine, routing, traces, workload
 
 K = 32
+WINDOW = 10       # < K: requests leave the engine's table (compaction) and full windows reject
 N_STEPS = 80
 
 
@@ -18,7 +19,9 @@ N_STEPS = 80
 def _route_runner():
   tr = traces.synthetic("poisson", 400, 20.0, seed=0)
   env, p = routing.make_routing(table_size=K, trace=tr, train_frac=None,
-                                cluster=("A100-7B", "L4-7B", "L4-7B"), max_events=32)
+                                cluster=("A100-7B", "L4-7B", "L4-7B"), max_events=32,
+                                window=WINDOW)
+  assert env.windowed
 
   def run(key, actions, rate, cap):
     pp = p.replace(rate_scale=rate, cap=cap, window_start=-1)
@@ -27,9 +30,11 @@ def _route_runner():
     def step(s, a):
       _, s2, r, done, _ = env.step_env(key, s, a, pp)
       e = s2.eng
-      rec = {"status": e.status, "t": s2.t, "last_event": e.last_event, "kv_used": e.kv_used,
-             "kv_peak": e.kv_peak, "gen": e.gen, "ttft": e.ttft, "finish": e.finish,
-             "gpu": e.gpu, "r": r, "done": done}
+      res = engine.results(e)
+      rec = {"status": res.status, "t": s2.t, "last_event": e.last_event, "kv_used": e.kv_used,
+             "kv_peak": e.kv_peak, "ttft": res.ttft, "finish": res.finish, "gpu": res.gpu,
+             "rid": e.rid, "slot_status": e.status, "in_flight": engine.in_flight(e),
+             "n_rejected": e.n_rejected, "r": r, "done": done}
       return s2, rec
 
     s, recs = jax.lax.scan(step, s, actions)
@@ -49,25 +54,35 @@ def test_routing_invariants(seed, rate, cap):
   rec = jax.tree.map(np.asarray, rec)
   status, kv_blocks = rec["status"], np.asarray(p.hw.kv_blocks)
   # Every request is in exactly one state; the routed ones never go back to "unrouted".
-  assert np.all((status >= 0) & (status <= 3))
+  assert np.all((status >= 0) & (status <= engine.REJECTED))
   routed = np.minimum(np.arange(1, N_STEPS + 1), K)
   np.testing.assert_array_equal((status != engine.UNROUTED).sum(1), routed)
-  # Finished requests stay finished, with their whole output and ordered times.
-  fin = status == engine.DONE
-  assert np.all(fin[1:] >= fin[:-1])
-  last = rec["status"][-1] == engine.DONE
-  req_done_gen = rec["gen"][-1][last]
+  # None lost: routed = in flight + finished + rejected, at every step.
+  n_done, n_rej = (status == engine.DONE).sum(1), (status == engine.REJECTED).sum(1)
+  np.testing.assert_array_equal(rec["in_flight"] + n_done + n_rej, routed)
+  np.testing.assert_array_equal(n_rej, rec["n_rejected"])
+  # None duplicated: a request holds at most one slot; at most WINDOW are in flight.
+  for rid, st in zip(rec["rid"], rec["slot_status"]):
+    held = rid[rid >= 0]
+    assert len(np.unique(held)) == len(held)
+    assert ((st == engine.WAITING) | (st == engine.RUNNING)).sum() <= WINDOW
+  # Finished and rejected requests stay so, finished ones with ordered times.
+  for code in (engine.DONE, engine.REJECTED):
+    fin = status == code
+    assert np.all(fin[1:] >= fin[:-1])
+  last = status[-1] == engine.DONE
   assert np.all(rec["ttft"][-1][last] <= rec["finish"][-1][last] + 1e-6)
-  assert np.all(req_done_gen >= 1)
   # Rewards count distinct requests: total reward <= number finished.
-  assert rec["r"].sum() <= fin[-1].sum() + 1e-6
+  assert rec["r"].sum() <= last.sum() + 1e-6
   # KV never exceeds capacity; time never goes backwards.
   assert np.all(rec["kv_used"] <= kv_blocks[None]) and np.all(rec["kv_peak"] <= kv_blocks[None])
   assert np.all(np.diff(rec["t"]) >= 0) and np.all(np.diff(rec["last_event"]) >= 0)
   assert np.all(rec["last_event"] <= rec["t"] + 1e-6)
-  # Routed requests sit on the GPU they were sent to (no duplication across GPUs).
-  g = rec["gpu"][-1]
-  np.testing.assert_array_equal(g[:routed[-1]], np.asarray(actions)[:routed[-1]])
+  # Routed requests sit on the GPU they were sent to (rejected ones on none).
+  g, n = rec["gpu"][-1], routed[-1]
+  ok = status[-1][:n] != engine.REJECTED
+  np.testing.assert_array_equal(g[:n][ok], np.asarray(actions)[:n][ok])
+  assert np.all(g[:n][~ok] == -1)
 
 
 @functools.lru_cache(maxsize=None)

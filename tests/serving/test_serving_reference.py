@@ -4,15 +4,15 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl_suite.envs.serving import (batching, cost_model, evaluate, heuristics,
+from jaxrl_suite.envs.serving import (batching, cost_model, engine, evaluate, heuristics,
                                       reference_sim, routing, traces)
 
 CONV = traces.load_shipped("azure_conv")
 
 
-def _route_jax(k, cluster, trace, start, rate, router, cap=128, max_events=100_000):
+def _route_jax(k, cluster, trace, start, rate, router, cap=128, max_events=100_000, window=None):
   env, p = routing.make_routing(table_size=k, trace=trace, train_frac=None, cluster=cluster,
-                                max_events=max_events)
+                                max_events=max_events, window=window)
   p = p.replace(window_start=start, rate_scale=rate, pred_acc=1.0, cap=cap)
   pol = heuristics.make_router(router, len(cluster))
   st, _, _ = jax.jit(lambda key: evaluate.rollout(env, p, pol, {}, key, 10_000))(
@@ -20,40 +20,54 @@ def _route_jax(k, cluster, trace, start, rate, router, cap=128, max_events=100_0
   return st
 
 
-@pytest.mark.parametrize("router,cluster,trace,rate,cap", [
-    ("jsq", routing.DEFAULT_CLUSTER, "conv", 3.0, 128),
-    ("round_robin", ("L4-7B", "L4-7B"), "synthetic", 1.0, 256),    # KV-bound: preemptions
+@pytest.mark.parametrize("router,cluster,trace,rate,cap,k,window", [
+    # a long replay through the active-request window: requests leave the table (compaction),
+    # the window fills (rejections), one recompute preemption
+    ("jsq", routing.DEFAULT_CLUSTER, "conv", 2.0, 128, 600, 64),
+    ("round_robin", ("L4-7B", "L4-7B"), "synthetic", 1.0, 256, 64, None),  # KV-bound: preemptions
 ])
-def test_routing_matches_reference(router, cluster, trace, rate, cap):
+def test_routing_matches_reference(router, cluster, trace, rate, cap, k, window):
   tr = CONV if trace == "conv" else traces.synthetic("poisson", 200, 50.0, seed=3)
   with jax.enable_x64(True):
-    st = _route_jax(64, cluster, tr, 17, rate, router, cap)
+    st = _route_jax(k, cluster, tr, 17, rate, router, cap, window=window)
     req = st.req
-    assert st.eng.finish.dtype == np.float64
+    res = engine.results(st.eng)
+    assert res.finish.dtype == np.float64
     ref = reference_sim.RefCluster([cost_model.GPU_TYPES[c] for c in cluster],
                                    np.asarray(req.arrival), np.asarray(req.prompt),
-                                   np.asarray(req.output), cap=cap)
+                                   np.asarray(req.output), cap=cap, window=window)
     n = len(cluster)
     if router == "jsq":
       out = ref.run_routing(lambda sim, i: int(np.argmin(sim.outstanding())))
     else:
       out = ref.run_routing(lambda sim, i: i % n)
-    assert int(st.eng.cap_hits) == 0
-    np.testing.assert_array_equal(out["gpu"], np.asarray(st.eng.gpu))
-    np.testing.assert_array_equal(out["status"], 3)
-    np.testing.assert_allclose(np.asarray(st.eng.finish), out["finish"], rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(np.asarray(st.eng.ttft), out["ttft"], rtol=1e-9, atol=1e-9)
-    np.testing.assert_array_equal(np.asarray(st.eng.npre), out["npre"])
-    np.testing.assert_array_equal(np.asarray(st.eng.kv_peak), out["kv_peak"])
-    if trace == "synthetic":
-      assert out["npre"].sum() > 0          # the case really exercises recompute preemption
+  assert int(st.eng.cap_hits) == 0
+  np.testing.assert_array_equal(out["status"], np.asarray(res.status))
+  np.testing.assert_array_equal(out["gpu"], np.asarray(res.gpu))
+  np.testing.assert_allclose(np.asarray(res.finish), out["finish"], rtol=1e-9, atol=1e-9)
+  np.testing.assert_allclose(np.asarray(res.ttft), out["ttft"], rtol=1e-9, atol=1e-9)
+  np.testing.assert_array_equal(np.asarray(res.npre), out["npre"])
+  np.testing.assert_array_equal(np.asarray(st.eng.kv_peak), out["kv_peak"])
+  if trace == "synthetic":
+    assert out["npre"].sum() > 0            # the case really exercises recompute preemption
+    np.testing.assert_array_equal(out["status"], engine.DONE)
+  else:
+    assert env_windowed(k, window) and 0 < int(st.eng.n_rejected) < k // 10
+    assert int((out["status"] == reference_sim.REJECTED).sum()) == int(st.eng.n_rejected)
+    assert int((out["status"] == engine.DONE).sum()) + int(st.eng.n_rejected) == k
+
+
+def env_windowed(k, window):
+  return engine.physical_slots(k, window) < k
 
 
 def test_continuous_single_gpu_matches_reference_with_changing_cap():
   levels = batching.CAP_LEVELS
   with jax.enable_x64(True):
+    # window 24 < 64 requests: arrivals enter by decision interval, the table is compacted
     env, p = batching.make_batching("continuous", table_size=64, trace=CONV, train_frac=None,
-                                    max_events=100_000)
+                                    max_events=100_000, window=24)
+    assert env.windowed
     p = p.replace(window_start=300, rate_scale=2.0, pred_acc=1.0)
     # policy: cap level cycles with the step count (via the obs "current cap" is not needed).
     seq = np.array([5, 2, 7, 3, 0, 6, 4, 8, 1], np.int32)
@@ -64,7 +78,8 @@ def test_continuous_single_gpu_matches_reference_with_changing_cap():
     req = st.req
     # Replay the exact cap sequence the JAX policy produced: recompute it from its rule.
     ref = reference_sim.RefCluster([cost_model.A100_7B], np.asarray(req.arrival),
-                                   np.asarray(req.prompt), np.asarray(req.output), cap=256)
+                                   np.asarray(req.prompt), np.asarray(req.output), cap=256,
+                                   window=24)
     cap = {"c": levels[-1]}
 
     def cap_at(t):
@@ -73,8 +88,10 @@ def test_continuous_single_gpu_matches_reference_with_changing_cap():
       return cap["c"]
 
     out = ref.run_single(cap_at, p.decision_dt)
-    np.testing.assert_allclose(np.asarray(st.eng.finish), out["finish"], rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(np.asarray(st.eng.ttft), out["ttft"], rtol=1e-9, atol=1e-9)
+    res = engine.results(st.eng)
+  np.testing.assert_array_equal(np.asarray(res.status), out["status"])
+  np.testing.assert_allclose(np.asarray(res.finish), out["finish"], rtol=1e-9, atol=1e-9)
+  np.testing.assert_allclose(np.asarray(res.ttft), out["ttft"], rtol=1e-9, atol=1e-9)
 
 
 def test_static_matches_reference():

@@ -206,6 +206,11 @@ class ContinuousBatching(env_base.EventEnv):
     eng, nxt = jax.lax.while_loop(cond, body, (s.eng, s.nxt))
     return s.replace(eng=eng, nxt=nxt)
 
+  def entries(self, s: ContState, params) -> jax.Array:
+    """Arrivals by the next horizon that have not entered yet (O(log K) binary search)."""
+    return (jnp.searchsorted(s.req.arrival, s.t + params.decision_dt, side="right")
+            - s.nxt).astype(jnp.int32)
+
   def act(self, s: ContState, action, params):
     """First half of a step: sets the cap, lets the arrivals of the step enter; returns
     (state, horizon) (see routing.act)."""
@@ -231,7 +236,7 @@ class ContinuousBatching(env_base.EventEnv):
     hist = jnp.sum(jax.nn.one_hot(sreq.pred, workload.N_BUCKETS) * waiting[:, None], 0)
     return jnp.concatenate([
         jnp.stack([f(jnp.sum(waiting)) / 32,
-                   f(jnp.sum(jnp.where(waiting, req.prompt, 0))) / 16384,
+                   f(jnp.sum(jnp.where(waiting, sreq.prompt, 0))) / 16384,
                    f(jnp.sum(running)) / 64, f(jnp.sum(decoding)) / 64,
                    f(eng.kv_used[0]) / f(params.hw.kv_blocks[0]), f(oldest), f(recent) / 16,
                    f(eng.cap[0]) / 256]),

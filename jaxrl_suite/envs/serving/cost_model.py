@@ -78,6 +78,48 @@ GPU_TYPES = {g.name: g for g in (A100_7B, H100_7B, L4_7B, A100x4_70B)}
 TYPE_INDEX = {name: i for i, name in enumerate(GPU_TYPES)}
 
 
+@dataclasses.dataclass(frozen=True)
+class EngineSettings:
+  """vLLM engine limits of one replica: running requests and tokens per iteration (the chunked-
+  prefill budget, so also the largest prefill chunk)."""
+  max_num_seqs: int
+  max_num_batched_tokens: int
+
+
+# vLLM defaults (vllm engine/arg_utils.py): max_num_seqs 256 and max_num_batched_tokens 2048
+# (online serving) on A100 and on GPUs under 70 GiB (L4); 1024 and 8192 on >= 70 GiB non-A100
+# GPUs (H100).
+VLLM_DEFAULTS = {
+    "A100-7B": EngineSettings(256, 2048),
+    "H100-7B": EngineSettings(1024, 8192),
+    "L4-7B": EngineSettings(256, 2048),
+    "A100x4-70B": EngineSettings(256, 2048),
+}
+CHUNK_STEP = 256   # token budgets are searched in multiples of this
+
+
+def worst_iteration_time(spec: GPUSpec, n_tok: int) -> float:
+  """Longest iteration with a token budget n_tok: one prefill chunk of n_tok tokens attending to
+  itself (gamma n_tok^2) while decodes read a full KV cache (beta * kv_tokens)."""
+  return float(iteration_time(np, spec.t_ovh, spec.t_w, spec.alpha, spec.beta, spec.gamma,
+                              float(n_tok), float(spec.kv_tokens), float(n_tok) ** 2))
+
+
+def engine_settings(spec: GPUSpec, slo_tpot: float) -> EngineSettings:
+  """vLLM's defaults for the GPU type, with the token budget cut to the largest multiple of
+  CHUNK_STEP whose worst iteration (`worst_iteration_time`) fits the TPOT budget: every
+  iteration emits one token to each decoding request, so a longer one breaks the TPOT SLO of all
+  of them. E.g. L4 at 0.2 s: 2048 tokens take ~0.39 s, the budget becomes 768 (~0.16 s)."""
+  d = VLLM_DEFAULTS[spec.name]
+  n = d.max_num_batched_tokens
+  while n > CHUNK_STEP and worst_iteration_time(spec, n) > slo_tpot:
+    n -= CHUNK_STEP
+  if worst_iteration_time(spec, n) > slo_tpot:
+    raise ValueError(f"{spec.name}: even a {n}-token iteration "
+                     f"({worst_iteration_time(spec, n):.3f} s) exceeds slo_tpot={slo_tpot}")
+  return EngineSettings(d.max_num_seqs, n)
+
+
 def spec_table(specs: Sequence[GPUSpec]) -> dict[str, np.ndarray]:
   """Stacks specs into float64 arrays [N] (plus kv_blocks int32, type_id int32) for env params."""
   return {

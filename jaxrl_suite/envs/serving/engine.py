@@ -12,14 +12,17 @@ finish, so each event costs work proportional to W (the requests in flight), not
 true output length `o` (hidden from policies), prefill target `pt` (p, or p + gen after a recompute
 preemption), prefill progress `pf` and generated tokens `gen`.
 
-Slots are appended at position `hi`; when `hi` reaches W the window is compacted once (finished
-slots are written to the per-request results `res` [K] and dropped, the others keep their order),
-so table order stays arrival order (FCFS and "newest" below mean slot order) and compaction costs
-O(W log W) per W - (in flight) insertions. If W requests are in flight when one more is inserted,
-it is rejected (status REJECTED in `res`, counted in `n_rejected`; an SLO miss in every metric):
-the engine's bounded queue. `reference_sim.RefCluster(window=W)` applies the same rule. With
-W >= K (the default, `window=None`) slot i holds request i and nothing is ever compacted or
-rejected. `results(eng)` gives the per-request outcome [K] of an episode (final state or not).
+Slots are appended at position `hi` in arrival order, so table order is arrival order (FCFS and
+"newest" below mean slot order). The table has S = 2W slots; `compact` drops the finished ones
+(keeping the others' order) and hands back their records for the per-request results `res` [K].
+The flat rollout (`evaluate.rollout_events`) runs the episode in rounds of at most W entries
+and compacts between rounds, outside the vmapped event loop, because any [K] array updated
+inside that loop costs O(K) per iteration (vmap turns the loop's per-lane predicate into a
+select over every carried array); `step_env` compacts whenever the table is full. A request
+offered while W requests are in flight is rejected (an SLO miss in every metric, counted in
+`n_rejected`): the engine's bounded queue. `reference_sim.RefCluster(window=W)` applies the same
+rule. With W >= K (the default, `window=None`) S = K, slot i holds request i and nothing is ever
+compacted or rejected. `results(eng)` gives the per-request outcome [K] of an episode (final state or not).
 
 One iteration on GPU g, scheduled at time t (vLLM-like, rules of design doc §2.3-2.4):
   1. KV check: each running request needs ceil(need/16) blocks, need = pt while prefilling and
@@ -141,7 +144,9 @@ class Engine:
   rid: jax.Array       # int32 [W] request index in the episode, -1 = empty slot
   sreq: Requests       # [W] the slots' requests (arrival inf in empty slots)
   hi: jax.Array        # int32 [], next free slot position
-  res: Results         # [K] outcomes of requests that left the window (see `results`)
+  window: jax.Array    # int32 [], W: most requests in flight (more are rejected)
+  n_in: jax.Array      # int32 [], requests offered so far (entered or rejected)
+  res: Results         # [K] outcomes of requests that left the table (see `results`)
   n_rejected: jax.Array  # int32 [], requests rejected because the window was full
   busy: jax.Array      # bool [N]
   iter_end: jax.Array  # float [N]
@@ -157,24 +162,33 @@ class Engine:
 
 
 def window_size(k: int, window: int | None) -> int:
-  """Slots W for an episode of k requests: `window` (None = k), never more than k."""
+  """Requests in flight W an episode of k requests allows: `window` (None = k), at most k."""
   return k if window is None else max(1, min(int(window), k))
 
 
-def init_engine(req: Requests, n_gpus: int, cap: jax.Array, window: int | None = None) -> Engine:
-  """Empty window of `window_size(K, window)` slots for the episode's requests `req` [K]."""
-  k = req.arrival.shape[0]
+def physical_slots(k: int, window: int | None) -> int:
+  """Slots of the table: K when the window covers the episode (nothing ever leaves), else
+  2 W, so that W more requests can enter between two compactions (module docstring)."""
   w = window_size(k, window)
+  return k if w >= k else min(k, 2 * w)
+
+
+def init_engine(req: Requests, n_gpus: int, cap: jax.Array, window: int | None = None) -> Engine:
+  """Empty table (`physical_slots` slots, at most `window` requests in flight) for the episode's
+  requests `req` [K]."""
+  k = req.arrival.shape[0]
+  w = physical_slots(k, window)
   fz = jnp.zeros((w,), req.arrival.dtype)
   iz = jnp.zeros((w,), jnp.int32)
   fk = jnp.zeros((k,), req.arrival.dtype)
   ik = jnp.zeros((k,), jnp.int32)
   sreq = Requests(arrival=fz + INF, prompt=iz, output=iz + 1, pred=iz)
+  zi = jnp.zeros((), jnp.int32)
   return Engine(gpu=iz - 1, status=iz, pf=iz, pt=iz, gen=iz, chunk=iz,
                 ttft=fz - 1, finish=fz - 1, npre=iz, rid=iz - 1, sreq=sreq,
-                hi=jnp.zeros((), jnp.int32),
+                hi=zi, window=zi + window_size(k, window), n_in=zi,
                 res=Results(status=ik, gpu=ik - 1, ttft=fk - 1, finish=fk - 1, npre=ik),
-                n_rejected=jnp.zeros((), jnp.int32),
+                n_rejected=zi,
                 busy=jnp.zeros((n_gpus,), bool), iter_end=jnp.full((n_gpus,), INF, fz.dtype),
                 cap=jnp.broadcast_to(jnp.asarray(cap, jnp.int32), (n_gpus,)),
                 kv_used=jnp.zeros((n_gpus,), jnp.int32), kv_peak=jnp.zeros((n_gpus,), jnp.int32),
@@ -192,59 +206,86 @@ def _empty_slot_values(eng: Engine) -> dict:
               npre=z, rid=z - 1)
 
 
-def _write_results(res: Results, eng: Engine, mask) -> Results:
-  """Copies the slots in `mask` [W] to their requests' rows of `res` (one scatter of W rows;
-  rows of other slots are dropped), so the cost is O(W), not O(K)."""
+def _write_results(res: Results, rec: Results, rid) -> Results:
+  """Rows `rec` [S] go to requests `rid` [S] of `res` [K] (rid < 0: dropped). One scatter of S
+  rows: O(S), not O(K)."""
   k = res.status.shape[0]
-  idx = jnp.where(mask & (eng.rid >= 0), eng.rid, k)
+  idx = jnp.where(rid >= 0, rid, k)
   put = lambda dst, src: dst.at[idx].set(src.astype(dst.dtype), mode="drop")
-  return Results(status=put(res.status, eng.status), gpu=put(res.gpu, eng.gpu),
-                 ttft=put(res.ttft, eng.ttft), finish=put(res.finish, eng.finish),
-                 npre=put(res.npre, eng.npre))
+  return jax.tree.map(put, res, rec)
+
+
+def slot_records(eng: Engine, mask) -> tuple[jax.Array, Results]:
+  """(rid [S], Results rows [S]) of the slots in `mask` (rid -1 elsewhere)."""
+  rec = Results(status=eng.status, gpu=eng.gpu, ttft=eng.ttft, finish=eng.finish, npre=eng.npre)
+  return jnp.where(mask, eng.rid, -1), rec
+
+
+def apply_records(eng: Engine, rid, rec: Results) -> Engine:
+  """Writes records (from `compact`, possibly stacked [..., S]) into the results `res` [K]."""
+  return eng.replace(res=_write_results(eng.res, jax.tree.map(lambda x: x.reshape(-1), rec),
+                                        rid.reshape(-1)))
 
 
 def results(eng: Engine) -> Results:
-  """Per-request outcome [..., K]: the rows written at compaction plus the slots still held
-  (leading batch dims of a vmapped engine are kept)."""
-  f = lambda e: _write_results(e.res, e, e.rid >= 0)
+  """Per-request outcome [..., K] (leading batch dims of a vmapped engine are kept): `res`
+  (requests that left the table) plus the slots still held; a request that was offered
+  (index < n_in) but never held a slot was rejected."""
+  def one(e):
+    rid, rec = slot_records(e, e.rid >= 0)
+    r = _write_results(e.res, rec, rid)
+    k = r.status.shape[0]
+    rej = (r.status == UNROUTED) & (jnp.arange(k) < e.n_in)
+    return r.replace(status=jnp.where(rej, REJECTED, r.status))
+  f = one
   for _ in range(eng.rid.ndim - 1):
     f = jax.vmap(f)
   return f(eng)
 
 
-def _compact(eng: Engine, need) -> Engine:
-  """If `need`: finished slots go to `res` and leave; in-flight slots move to the front in
-  their order (stable), so slot order stays arrival order. Selects per slot field only (never
-  over the [K] results, which would cost O(K) per call under vmap)."""
-  w = eng.rid.shape[0]
-  res = _write_results(eng.res, eng, need & (eng.status == DONE))
-  live = (eng.rid >= 0) & (eng.status != DONE)
+def compact(eng: Engine) -> tuple[Engine, tuple[jax.Array, Results]]:
+  """Drops the finished slots and moves the others to the front in their order (stable: slot
+  order stays arrival order). Returns (engine, (rid, records) of the dropped slots [S]) for
+  `apply_records`; the caller decides where the records go, so that no [K] array is touched
+  inside the vmapped event loop (`evaluate.rollout_events`). O(S log S)."""
+  s = eng.rid.shape[0]
+  done = (eng.rid >= 0) & (eng.status == DONE)
+  out = slot_records(eng, done)
+  live = (eng.rid >= 0) & ~done
   perm = jnp.argsort(~live, stable=True)          # in-flight slots first, in slot order
   n_live = jnp.sum(live).astype(jnp.int32)
-  keep = jnp.arange(w) < n_live
+  keep = jnp.arange(s) < n_live
   empty = _empty_slot_values(eng)
-  moved = {f: jnp.where(need, jnp.where(keep, getattr(eng, f)[perm], empty[f]), getattr(eng, f))
-           for f in SLOT_FIELDS}
+  moved = {f: jnp.where(keep, getattr(eng, f)[perm], empty[f]) for f in SLOT_FIELDS}
   sr = eng.sreq
   sempty = Requests(arrival=jnp.asarray(INF, sr.arrival.dtype), prompt=jnp.int32(0),
                     output=jnp.int32(1), pred=jnp.int32(0))
-  sreq = jax.tree.map(lambda x, e: jnp.where(need, jnp.where(keep, x[perm], e), x), sr, sempty)
-  return eng.replace(**moved, sreq=sreq, res=res, hi=jnp.where(need, n_live, eng.hi))
+  sreq = jax.tree.map(lambda x, e: jnp.where(keep, x[perm], e).astype(x.dtype), sr, sempty)
+  return eng.replace(**moved, sreq=sreq, hi=n_live), out
+
+
+def compact_in_place(eng: Engine, need=True) -> Engine:
+  """`compact` (if `need`) with its records written to `res` at once (the step-by-step path,
+  `env_base.EventEnv.step_env`; the flat rollout collects them instead)."""
+  if eng.rid.shape[0] >= eng.res.status.shape[0]:
+    return eng                                      # the table holds the whole episode
+  c, (rid, rec) = compact(eng)
+  c = apply_records(c, jnp.where(need, rid, -1), rec)
+  return jax.tree.map(lambda a, b: jnp.where(need, a, b), c, eng)
 
 
 def insert(eng: Engine, req: Requests, i, g, valid=True) -> Engine:
-  """Request i of the episode `req` [K] enters the window, waiting on GPU g (if `valid`).
+  """Request i of the episode `req` [K] enters the table, waiting on GPU g (if `valid`).
 
-  Appends at slot `hi`; a full window is compacted first, and if W requests are still in flight
-  the request is rejected (module docstring). With W >= K neither can happen and neither is
-  compiled in.
+  Appends at slot `hi`. Rejected (module docstring) if `window` requests are in flight, or if
+  the table has no free slot left (the caller compacts often enough that this does not happen:
+  `rollout_events` after at most W entries, `step_env` whenever the table is full). Touches
+  only [S]-sized state: a rejection is implied by `n_in` (see `results`).
   """
-  w, k = eng.rid.shape[0], eng.res.status.shape[0]
+  s, k = eng.rid.shape[0], eng.res.status.shape[0]
   valid = jnp.asarray(valid)
-  if w < k:
-    eng = _compact(eng, valid & (eng.hi >= w))
-  ok = valid & (eng.hi < w)
-  at = (jnp.arange(w) == eng.hi) & ok
+  ok = valid & (eng.hi < s) & (in_flight(eng) < eng.window)
+  at = (jnp.arange(s) == eng.hi) & ok
   ic = jnp.clip(i, 0, k - 1)
   vals = dict(gpu=jnp.asarray(g, jnp.int32), status=jnp.int32(WAITING), pf=jnp.int32(0),
               pt=req.prompt[ic].astype(jnp.int32), gen=jnp.int32(0), chunk=jnp.int32(0),
@@ -253,28 +294,38 @@ def insert(eng: Engine, req: Requests, i, g, valid=True) -> Engine:
   new = {f: jnp.where(at, vals[f], getattr(eng, f)).astype(getattr(eng, f).dtype)
          for f in SLOT_FIELDS}
   sreq = jax.tree.map(lambda x, full: jnp.where(at, full[ic], x).astype(x.dtype), eng.sreq, req)
-  eng = eng.replace(**new, sreq=sreq, hi=eng.hi + ok.astype(jnp.int32))
-  if w < k:
-    rej = valid & ~ok
-    eng = eng.replace(
-        res=eng.res.replace(status=eng.res.status.at[jnp.where(rej, ic, k)].set(
-            REJECTED, mode="drop")),
-        n_rejected=eng.n_rejected + rej.astype(jnp.int32))
-  return eng
+  return eng.replace(**new, sreq=sreq, hi=eng.hi + ok.astype(jnp.int32),
+                     n_in=jnp.where(valid, jnp.maximum(eng.n_in, ic + 1), eng.n_in),
+                     n_rejected=eng.n_rejected + (valid & ~ok).astype(jnp.int32))
 
 
 def in_flight(eng: Engine) -> jax.Array:
-  """Requests in the window that have not finished (waiting or running)."""
+  """Requests in the table that have not finished (waiting or running)."""
   return jnp.sum((eng.status == WAITING) | (eng.status == RUNNING))
 
 
-def _cumsum(x, dtype):
-  """Inclusive cumsum over the last axis of small non-negative integer arrays, as one matmul
-  with an upper-triangular ones matrix: ~3x faster than `jnp.cumsum` (a reduce-window) on CPU
-  for the table sizes used here, and exact while sums stay below 2^24 (float32)."""
+def _tri_cumsum(x, dtype):
+  """Inclusive cumsum over the last axis as one matmul with an upper-triangular ones matrix."""
   k = x.shape[-1]
-  tri = jnp.triu(jnp.ones((k, k), dtype))
-  return jnp.round(x.astype(dtype) @ tri).astype(jnp.int32)
+  return x.astype(dtype) @ jnp.triu(jnp.ones((k, k), dtype))
+
+
+def _cumsum(x, dtype, block: int = 8):
+  """Inclusive cumsum over the last axis of small non-negative integer arrays, exact while sums
+  stay below 2^24 (float32).
+
+  Matmuls with triangular ones matrices: ~3x faster than `jnp.cumsum` (a reduce-window) on CPU
+  for these sizes. A table of k slots is cut into blocks of `block`: a cumsum inside each block
+  (k x block MACs) plus the blocks' running offsets ((k / block)^2), instead of one k x k matmul,
+  which dominated the cost of an event at 64 slots.
+  """
+  k = x.shape[-1]
+  if k <= 2 * block or k % block:
+    return jnp.round(_tri_cumsum(x, dtype)).astype(jnp.int32)
+  xb = x.astype(dtype).reshape(x.shape[:-1] + (k // block, block))
+  inner = _tri_cumsum(xb, dtype)                                   # [..., k/b, b]
+  offset = _tri_cumsum(inner[..., -1], dtype) - inner[..., -1]     # exclusive block offsets
+  return jnp.round(inner + offset[..., None]).reshape(x.shape).astype(jnp.int32)
 
 
 def _pick(x, g):

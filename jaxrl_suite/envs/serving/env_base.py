@@ -58,9 +58,9 @@ class EventEnv(ServingEnv):
 
   fast_forward: book runs of identical pure-decode iterations as one exact event (engine.py);
   False simulates one event per iteration (same results, ~10x more events).
-  window: slots of the engine's active-request window (engine.py; None = the whole episode).
-  Each event costs O(window), so long steady-state replays (table_size in the thousands) need a
-  window of about the requests in flight; arrivals beyond it are rejected and counted.
+  window: most requests in flight in the engine (engine.py; None = the whole episode). Each
+  event costs O(window), so long steady-state replays (table_size in the thousands) use a
+  window above the requests in flight; an arrival beyond it is rejected and counted.
   """
 
   def __init__(self, table_size: int, max_events: int, fast_forward: bool = True,
@@ -68,8 +68,22 @@ class EventEnv(ServingEnv):
     super().__init__()
     self.table_size = table_size
     self.window = engine.window_size(table_size, window)
+    self.slots = engine.physical_slots(table_size, window)
     self.max_events = max_events   # events per step before the step is cut (counted in cap_hits)
     self.fast_forward = fast_forward
+
+  @property
+  def windowed(self) -> bool:
+    """True when requests leave the engine's table during the episode (slots < table_size)."""
+    return self.slots < self.table_size
+
+  def entries(self, state, params) -> jax.Array:
+    """Requests the next `act` offers to the engine (routing: 1 until all are routed)."""
+    return (state.nxt < self.table_size).astype(jnp.int32)
+
+  def room(self, state, params) -> jax.Array:
+    """Whether the next `act`'s entries fit in the table without compacting it first."""
+    return state.eng.hi + self.entries(state, params) <= self.slots
 
   def process_event(self, state, g, te, horizon, params):
     """Ends GPU g's iteration (or decode span) at te: (state, requests finished within the SLO)."""
@@ -86,6 +100,8 @@ class EventEnv(ServingEnv):
             n_good.astype(jnp.float32), done, info)
 
   def step_env(self, key, state, action, params):
+    if self.windowed:
+      state = state.replace(eng=engine.compact_in_place(state.eng, ~self.room(state, params)))
     state, horizon = self.act(state, action, params)
     eng, n_good, _ = engine.run_until(state.eng, params.hw, horizon, self.max_events,
                                       params.slo_ttft, params.slo_tpot, self.fast_forward)

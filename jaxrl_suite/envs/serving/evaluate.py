@@ -57,13 +57,21 @@ def rollout_events(env, params, policy: Callable, pparams: Any, key, max_steps: 
 
   Why: `step_env` runs its events in an inner `lax.while_loop`; under `vmap` every inner loop
   runs as long as the busiest lane's, so a batch of episodes costs sum_steps max_lanes(events).
-  Here it costs about max_lanes(events + decisions without an event), which is close to the mean lane for
-  episodes of equal size. Events, decisions and PRNG keys come in the same order as in
+  Here it costs about max_lanes(events + decisions without an event), which is close to the mean
+  lane for episodes of equal size. Events, decisions and PRNG keys come in the same order as in
   `step_env`, so the final state is identical (tests/serving/test_serving_reference.py).
+
+  Windowed envs (`env.windowed`: the engine table holds fewer slots than the episode has
+  requests) run that loop in rounds: a round stops before a decision whose entries would not
+  fit in the table; between rounds the table is compacted and the finished requests' records
+  go to the per-request results [K] (engine.py). The [K] arrays (workload and results) are not
+  carried by the event loop, so an event costs O(slots) whatever the episode length; a round
+  costs O(K) once, and there are about K / W rounds.
   """
   k_reset, k_loop = jax.random.split(key)
   obs, state = env.reset_env(k_reset, params)
   z = jnp.zeros((), jnp.int32)
+  f_false = jnp.zeros((), bool)
 
   def decide(obs, state, key):
     key, k_a, _ = jax.random.split(key, 3)
@@ -72,43 +80,77 @@ def rollout_events(env, params, policy: Callable, pparams: Any, key, max_steps: 
     state, horizon = env.act(state, a, params)
     return state, horizon, key
 
-  state, horizon, key = decide(obs, state, k_loop)
-  g, te = engine.next_event(state.eng)
+  def keep_if(c, old, new):
+    return jax.tree.map(lambda x, y: jnp.where(c, x, y), old, new)
 
+  # carry: (state, obs, horizon, n_ev, step_good, steps, ret, done, pending, key)
   def on_event(c):
-    state, horizon, n_ev, step_good, steps, ret, done, key, g, te = c
+    state, obs, horizon, n_ev, step_good, steps, ret, done, pending, key, g, te = c
     state, good = env.process_event(state, g, te, horizon, params)
-    return state, horizon, n_ev + 1, step_good + good, steps, ret, done, key
+    return state, obs, horizon, n_ev + 1, step_good + good, steps, ret, done, pending, key
 
   def on_step_end(c):
-    state, horizon, n_ev, step_good, steps, ret, done, key, g, te = c
+    state, obs, horizon, n_ev, step_good, steps, ret, done, pending, key, g, te = c
     hit = (n_ev >= env.max_events) & (te <= horizon)     # as in engine.run_until
     state = state.replace(eng=state.eng.replace(
         cap_hits=state.eng.cap_hits + hit.astype(jnp.int32)))
     obs, state, r, done, _ = env.finish(state, horizon, step_good, params)
     steps = steps + 1
     done = done | (steps >= max_steps)
+    # a decision whose entries do not fit waits for the next round (after compaction)
+    pending = ~done & ~env.room(state, params) if env.windowed else f_false
     nstate, nhorizon, nkey = decide(obs, state, key)
-    keep = lambda a, b: jax.tree.map(lambda x, y: jnp.where(done, x, y), a, b)
-    state, horizon, key = keep((state, horizon, key), (nstate, nhorizon, nkey))
-    return state, horizon, z, z, steps, ret + r, done, key
+    state, horizon, key = keep_if(done | pending, (state, horizon, key),
+                                  (nstate, nhorizon, nkey))
+    return state, obs, horizon, z, z, steps, ret + r, done, pending, key
 
-  def pending(c):
-    _, horizon, n_ev, *_, te = c
+  def pending_event(c):
+    horizon, n_ev, te = c[2], c[3], c[-1]
     return (n_ev < env.max_events) & (te <= horizon)
 
   def with_next(out):
     return (*out, *engine.next_event(out[0].eng))
 
-  def body(c):
-    # An event if one is pending, then the step's end and next decision if none is left: a step
-    # with one event costs one iteration, not two (under vmap both branches run anyway).
-    c = with_next(jax.lax.cond(pending(c), on_event, lambda c: c[:8], c))
-    return with_next(jax.lax.cond(pending(c), lambda c: c[:8], on_step_end, c))
+  def event_loop(c, big):
+    """Events and decisions until the episode ends or a decision is pending; `big` holds the
+    [K] state fields (workload, results), constant in this loop and so not carried by it."""
+    def full(st):
+      return st.replace(req=big[0], eng=st.eng.replace(res=big[1]))
 
-  init = (state, horizon, z, z, z, jnp.zeros((), jnp.float32), jnp.zeros((), bool), key, g, te)
-  out = jax.lax.while_loop(lambda c: ~c[6], body, init)
-  return out[0], out[4], out[5]
+    def light(st):
+      return st.replace(req=None, eng=st.eng.replace(res=None))
+
+    def body(c):
+      c = (full(c[0]),) + c[1:]
+      # An event if one is pending, then the step's end and next decision if none is left: a
+      # step with one event costs one iteration, not two (under vmap both branches run anyway).
+      c = with_next(jax.lax.cond(pending_event(c), on_event, lambda c: c[:10], c))
+      c = with_next(jax.lax.cond(pending_event(c), lambda c: c[:10], on_step_end, c))
+      return (light(c[0]),) + c[1:]
+
+    c = (light(c[0]),) + c[1:]
+    c = jax.lax.while_loop(lambda c: ~c[7] & ~c[8], body, c)
+    return (full(c[0]),) + c[1:]
+
+  state, horizon, key = decide(obs, state, k_loop)
+  init = with_next((state, obs, horizon, z, z, z, jnp.zeros((), jnp.float32), f_false, f_false,
+                    key))
+  if not env.windowed:
+    out = event_loop(init, (state.req, state.eng.res))
+    return out[0], out[5], out[6]
+
+  def round_body(c):
+    state, obs, horizon, n_ev, step_good, steps, ret, done, pending, key, _, _ = c
+    eng, (rid, rec) = engine.compact(state.eng)
+    state = state.replace(eng=engine.apply_records(eng, rid, rec))
+    nstate, nhorizon, nkey = decide(obs, state, key)
+    state, horizon, key = keep_if(pending, (nstate, nhorizon, nkey), (state, horizon, key))
+    c = with_next((state, obs, horizon, n_ev, step_good, steps, ret, done, f_false, key))
+    return event_loop(c, (state.req, state.eng.res))
+
+  out = jax.lax.while_loop(lambda c: ~c[7], round_body, event_loop(init, (state.req,
+                                                                          state.eng.res)))
+  return out[0], out[5], out[6]
 
 
 def episode_arrays(state, as_numpy: bool = True) -> dict[str, Any]:
@@ -126,8 +168,9 @@ def episode_arrays(state, as_numpy: bool = True) -> dict[str, Any]:
 
 
 def metrics(arr: dict[str, np.ndarray], slo_ttft: float, slo_tpot: float,
-            type_id: np.ndarray | None = None) -> dict[str, float]:
-  """Serving metrics of ONE episode (arrays [K]).
+            type_id: np.ndarray | None = None, warmup: int = 0) -> dict[str, float]:
+  """Serving metrics of ONE episode (arrays [K]); the first `warmup` requests are excluded
+  (steady-state replays: they met a cluster that was still filling up).
 
   throughput = finished requests / makespan (first arrival -> last finish) [req/s], i.e. the
   completion rate of the episode's work (it falls when queues build or a long request ends up on
@@ -136,8 +179,12 @@ def metrics(arr: dict[str, np.ndarray], slo_ttft: float, slo_tpot: float,
   requests count as SLO misses and are excluded from latency percentiles (their number is
   reported).
   segregation = P(fast GPU | long) - P(fast GPU | short), fast = H100/A100 types (0 = no
-  segregation, 1 = perfect), "long" = true output > LONG_OUTPUT tokens.
+  segregation, 1 = perfect), "long" = true output > LONG_OUTPUT tokens. `rejected`: requests
+  turned away by a full engine window (engine.py), counted as SLO misses.
   """
+  if not 0 <= warmup < len(arr["status"]):
+    raise ValueError(f"warmup={warmup} must be in [0, {len(arr['status'])})")
+  arr = {k: v[warmup:] for k, v in arr.items()}
   done = arr["status"] == engine.DONE
   span = max(arr["arrival"].max() - arr["arrival"].min(), 1e-9)
   makespan = (arr["finish"][done].max() - arr["arrival"].min()) if done.any() else np.nan
@@ -151,7 +198,8 @@ def metrics(arr: dict[str, np.ndarray], slo_ttft: float, slo_tpot: float,
          "slo_attainment": good.mean(), "unfinished": float((~done).sum()),
          "ttft_p50": pct(ttft, 50), "ttft_p99": pct(ttft, 99),
          "e2e_p50": pct(e2e, 50), "e2e_p99": pct(e2e, 99),
-         "preemptions": float(arr["npre"].sum())}
+         "preemptions": float(arr["npre"].sum()),
+         "rejected": float((arr["status"] == engine.REJECTED).sum())}
   if type_id is not None:
     names = list(cost_model.GPU_TYPES)
     fast_types = [names.index("H100-7B"), names.index("A100-7B"), names.index("A100x4-70B")]
@@ -165,9 +213,10 @@ def metrics(arr: dict[str, np.ndarray], slo_ttft: float, slo_tpot: float,
   return {k: float(v) for k, v in out.items()}
 
 
-def batch_metrics(state, slo_ttft, slo_tpot, type_id=None) -> list[dict[str, float]]:
+def batch_metrics(state, slo_ttft, slo_tpot, type_id=None, warmup: int = 0
+                  ) -> list[dict[str, float]]:
   """metrics() for every episode of a state batched over its leading axis."""
   arr = episode_arrays(state)
   n = arr["status"].shape[0]
-  return [metrics({k: v[i] for k, v in arr.items()}, slo_ttft, slo_tpot, type_id)
+  return [metrics({k: v[i] for k, v in arr.items()}, slo_ttft, slo_tpot, type_id, warmup)
           for i in range(n)]

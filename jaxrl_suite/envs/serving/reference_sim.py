@@ -6,6 +6,9 @@ first-token and completion times. Rules: see `engine.py` (continuous) and `batch
 
     ref = RefCluster(specs, arrival, prompt, output, cap=128)
     ref.run_routing(lambda sim, i: i % n)          # route request i; returns per-request arrays
+    RefCluster(..., window=W)                      # at most W requests in flight, as engine.py
+
+Finished requests leave their GPU's list, so an event costs O(requests in flight) here too.
     simulate_static(spec, arrival, prompt, output, choose_b, wait_dt)
 """
 
@@ -19,7 +22,7 @@ import numpy as np
 from jaxrl_suite.envs.serving import cost_model
 
 BLOCK = cost_model.BLOCK_TOKENS
-UNROUTED, WAITING, RUNNING, DONE = 0, 1, 2, 3
+UNROUTED, WAITING, RUNNING, DONE, REJECTED = 0, 1, 2, 3, 4
 
 
 def _blocks(tokens: int) -> int:
@@ -47,7 +50,7 @@ class Gpu:
     self.mbt = max_batched_tokens
     self.kv_blocks = spec.kv_blocks
     self.watermark = int(watermark_frac * spec.kv_blocks)
-    self.reqs: list[Req] = []      # requests assigned here, in arrival (index) order
+    self.reqs: list[Req] = []      # unfinished requests assigned here, in arrival order
     self.busy = False
     self.iter_end = np.inf
     self.kv_used = 0
@@ -59,8 +62,14 @@ class RefCluster:
   """Continuous batching on N GPUs; events in time order, ties by GPU index."""
 
   def __init__(self, specs: Sequence[cost_model.GPUSpec], arrival, prompt, output, cap=128,
-               max_batched_tokens: int = 2048, watermark_frac: float = 0.01):
-    self.gpus = [Gpu(s, cap, max_batched_tokens, watermark_frac) for s in specs]
+               max_batched_tokens: int | Sequence[int] = 2048, watermark_frac: float = 0.01,
+               window: int | None = None):
+    mbt = ([max_batched_tokens] * len(specs) if np.ndim(max_batched_tokens) == 0
+           else list(max_batched_tokens))
+    caps = [cap] * len(specs) if np.ndim(cap) == 0 else list(cap)
+    self.gpus = [Gpu(s, int(c), int(m), watermark_frac) for s, c, m in zip(specs, caps, mbt)]
+    self.window = window
+    self.in_flight = 0
     self.reqs = [Req(i, a, p, o) for i, (a, p, o) in enumerate(zip(arrival, prompt, output))]
     self.heap: list[tuple[float, int, int]] = []
     self.version = [0] * len(specs)
@@ -86,6 +95,10 @@ class RefCluster:
 
   def assign(self, i: int, g: int):
     r = self.reqs[i]
+    if self.window is not None and self.in_flight >= self.window:
+      r.status = REJECTED              # the engine's bounded window is full (engine.py)
+      return
+    self.in_flight += 1
     r.gpu, r.status = g, WAITING
     gpu = self.gpus[g]
     gpu.reqs.append(r)
@@ -116,8 +129,10 @@ class RefCluster:
           r.ttft = te
         if r.gen >= r.o:
           r.status, r.finish = DONE, te
+          self.in_flight -= 1
       r.chunk = 0
     gpu.batch = []
+    gpu.reqs = [r for r in gpu.reqs if r.status != DONE]
 
   def _schedule(self, g: int, t: float):
     gpu = self.gpus[g]
@@ -179,7 +194,7 @@ class RefCluster:
 
   # -- drivers
   def outstanding(self) -> np.ndarray:
-    return np.array([sum(r.status in (WAITING, RUNNING) for r in gpu.reqs) for gpu in self.gpus])
+    return np.array([len(gpu.reqs) for gpu in self.gpus])
 
   def run_routing(self, route: Callable[["RefCluster", int], int]) -> dict[str, np.ndarray]:
     """Routes request i at its arrival (after all events <= that time), then drains."""
@@ -191,15 +206,24 @@ class RefCluster:
 
   def run_single(self, cap_at: Callable[[float], int] | None = None, decision_dt: float = 0.25
                  ) -> dict[str, np.ndarray]:
-    """One GPU, every request assigned at time 0 (admissible from its arrival); the cap may be
-    changed every decision_dt by `cap_at(t)` (the continuous ServingBatch-v0 protocol)."""
-    for i in range(len(self.reqs)):
-      self.assign(i, 0)
+    """One GPU; the cap may be changed every decision_dt by `cap_at(t)` (the continuous
+    ServingBatch-v0 protocol). Requests are assigned at the decision before their arrival (so
+    they are admissible from their arrival on), in order, as the JAX env inserts them."""
+    nxt, k = 0, len(self.reqs)
+
+    def enter(horizon):
+      nonlocal nxt
+      while nxt < k and self.reqs[nxt].arrival <= horizon:
+        self.assign(nxt, 0)
+        nxt += 1
+
     t = self.reqs[0].arrival
-    while any(r.status != DONE for r in self.reqs):
+    enter(t)
+    while nxt < k or self.in_flight > 0:
       if cap_at is not None:
         self.gpus[0].cap = int(cap_at(t))
       t = t + decision_dt
+      enter(t)
       self.run_until(t)
     return self.result()
 
