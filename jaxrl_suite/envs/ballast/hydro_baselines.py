@@ -13,9 +13,12 @@ The score is -log(Q_k * gain_k) + eps * length_k + w_fail * #failure sets inside
   replan       today's B-replan: the first open job in plan order, its best-scored route,
                heel ignored (it may cross the heel limit and so fail the operation);
   heel_replan  the heel-aware replanner (the fair Dijkstra): any open job; a route is admissible
-               when the predicted heel after this step stays within heel_limit - margin; the
-               best-scored admissible route wins; if none is admissible, the route that brings
-               |heel| lowest. It orders jobs to stay inside the limit.
+               when the heel after this step stays within heel_limit - margin whatever the
+               route actually delivers between 0 and its clear-pipe volume (clogs only slow a
+               route, heel is linear in the volumes, so the band's ends suffice); the
+               best-scored admissible route wins; if none is admissible, the route whose
+               predicted heel is lowest (first command only; further commands must be
+               admissible). It orders jobs to stay inside the limit.
   oracle       heel_replan with the true clogs (obs field clog_revealed; reveal_clog=True): the
                operating point with the real resistances. Used to check that every generated
                episode is finishable (episodes.py).
@@ -66,16 +69,17 @@ def make_hydro_baseline(env_params: HydroParams, name: str, n_cmds: int = 1,
 
 
 def predicted_moves(bp: HydroBaselineParams, f):
-  """(q[K] predicted flow m3/h, v[K] predicted m3 this step, score[K], useful[K], job[K])."""
+  """(v_max[K] m3 this step with clear pipes (an upper bound: clogs only slow a route down),
+  v[K] predicted m3 this step, score[K], useful[K], job[K] routes of the first open job)."""
   p = bp.env
   T, K = p.cap.shape[-1], p.route_mask.shape[-1]
   vol = jnp.clip(f["level"], 0.0, 1.0) * p.cap
   ks = jnp.arange(K)
+  q0, _ = H.route_flow(ks, True, vol, p.cap, jnp.ones(p.edge_mask.shape), p, p.hyd)
   if bp.oracle:
     q, _ = H.route_flow(ks, True, vol, p.cap, jnp.maximum(f["clog_revealed"], 0.0), p, p.hyd)
     n_contain = jnp.zeros(K)
   else:
-    q0, _ = H.route_flow(ks, True, vol, p.cap, jnp.ones(p.edge_mask.shape), p, p.hyd)
     _, chat, _, n_contain, _ = evidence(f, bp)
     q = q0 * jnp.exp(p.route_edges.astype(jnp.float32) @ jnp.log(jnp.maximum(chat, 0.05)))
   nf = jnp.concatenate([f["need_fill"] > 0.5, jnp.array([True])])
@@ -86,13 +90,14 @@ def predicted_moves(bp: HydroBaselineParams, f):
   give = jnp.where(p.route_src == T, jnp.inf, v_ext[p.route_src] - tgt[p.route_src])
   need = jnp.where(p.route_dst == T, jnp.inf, tgt[p.route_dst] - v_ext[p.route_dst])
   v = jnp.clip(jnp.minimum(q * p.dt_h, jnp.minimum(give, need)), 0.0)
+  v_max = jnp.clip(jnp.minimum(q0 * p.dt_h, jnp.minimum(give, need)), 0.0)
   gain = jnp.where(p.route_transfer, bp.transfer_gain, 1.0)
   score = (-jnp.log(jnp.maximum(q * gain, 1e-9)) + bp.eps_len * p.route_len +
            bp.w_fail * n_contain)
   open_job = (f["need_fill"] > 0.5) | (f["need_drain"] > 0.5)
   first = jnp.argmax(open_job)
   job = (p.route_src == first) | (p.route_dst == first)
-  return q, v, score, useful, job
+  return v_max, v, score, useful, job
 
 
 def hydro_policy(bp: HydroBaselineParams, obs: jax.Array, key=None) -> jax.Array:
@@ -100,23 +105,31 @@ def hydro_policy(bp: HydroBaselineParams, obs: jax.Array, key=None) -> jax.Array
   p = bp.env
   K, P = p.route_mask.shape[-1], p.pump_rate.shape[-1]
   f = split_hydro_obs(obs, p)
-  _, v, score, useful, job = predicted_moves(bp, f)
+  v_max, v, score, useful, job = predicted_moves(bp, f)
   heel = f["heel"][0] * p.heel_limit
+  # Heel band reachable after the commands so far: a move delivers between 0 and v_max (clogs
+  # and valve time only slow it), heel is linear in the moved volumes, so the band's ends are
+  # heel + the positive / negative parts of dheel * v_max. Admissible = band inside the limit.
+  lo = hi = heel
   cmds = jnp.full(P, 2 * K, jnp.int32)
   free = useful & (v > 0.5)
-  for _ in range(bp.n_cmds):
-    heel_after = heel + bp.dheel * v
+  for i in range(bp.n_cmds):
+    dh = bp.dheel * v_max
+    hi_k, lo_k = hi + jnp.maximum(dh, 0.0), lo + jnp.minimum(dh, 0.0)
     if bp.heel_aware:
-      ok = free & (jnp.abs(heel_after) <= p.heel_limit - bp.margin)
+      ok = free & (jnp.maximum(hi_k, -lo_k) <= p.heel_limit - bp.margin)
       k_ok = argmin_first(jnp.where(ok, score, jnp.inf), K)
-      k_low = argmin_first(jnp.where(free, jnp.abs(heel_after), jnp.inf), K)
-      k = jnp.where(k_ok < K, k_ok, k_low)
+      # nothing admissible: the first command takes the route that lists least (progress must
+      # go on); a further command is only ever added when admissible
+      k_low = argmin_first(jnp.where(free, jnp.abs(heel + bp.dheel * v), jnp.inf), K)
+      k = jnp.where(k_ok < K, k_ok, k_low) if i == 0 else k_ok
     else:
       k = argmin_first(jnp.where(free & job, score, jnp.inf), K)
     live = k < K
     kk = jnp.minimum(k, K - 1)
     cmds = jnp.where(live & (jnp.arange(P) == p.route_pump[kk]), kk, cmds)
-    heel = jnp.where(live, heel_after[kk], heel)
+    heel = jnp.where(live, heel + bp.dheel[kk] * v[kk], heel)
+    hi, lo = jnp.where(live, hi_k[kk], hi), jnp.where(live, lo_k[kk], lo)
     # later commands: other pumps, no shared pipe (pair_ok), not the same tanks
     free = free & live & p.pair_ok[kk, :K] & (p.route_pump != p.route_pump[kk])
     job = jnp.ones_like(job) if bp.heel_aware else job & False
