@@ -27,6 +27,9 @@ def get_config(arg=None):
 
 def validate(config):
   serving_common.validate(config, positive=("continuous_timesteps",))
+  if config.engine_settings != "uniform":
+    raise ValueError("config.engine_settings must be 'uniform' for batching (one GPU whose "
+                     "max_num_seqs is the action)")
   if config.wait_dt <= 0 or config.decision_dt <= 0:
     raise ValueError("config.wait_dt and config.decision_dt must be > 0")
   for m in config.modes:

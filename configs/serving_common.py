@@ -24,6 +24,17 @@ def experiment(quick: bool) -> ml_collections.ConfigDict:
   c.train_table = 48 if quick else 96
   c.eval_table = 48 if quick else 96
   c.max_events = 64                   # GPU events per decision step before the loop is cut
+  # Steady-state protocol (off by default: the reported results were measured without it).
+  # window: most requests in flight in the engine (0 = the whole episode); each event then
+  # costs O(window), so episodes of thousands of requests are cheap; arrivals beyond it are
+  # rejected and count as SLO misses. warmup_frac: leading share of each evaluation episode
+  # excluded from its metrics (the cluster is still filling up).
+  c.window = 0
+  c.warmup_frac = 0.0
+  # Engine limits: "uniform" = config.cap / config.max_batched_tokens on every GPU (the measured
+  # protocol); "per_gpu" = each GPU type's vLLM defaults with the token budget cut to fit the
+  # TPOT SLO (cost_model.engine_settings; routing only).
+  c.engine_settings = "uniform"
   c.n_tune_windows = 3 if quick else 12
   c.n_select_windows = 2 if quick else 3   # training windows that pick the best RL algorithm
   c.n_eval_windows = 2 if quick else 4
@@ -58,6 +69,13 @@ def validate(config, positive=()) -> None:
       raise ValueError(f"config.{f} must be > 0, got {config[f]}")
   if config.n_select_windows > config.n_tune_windows:
     raise ValueError("config.n_select_windows must be <= config.n_tune_windows")
+  if int(config.window) < 0:
+    raise ValueError(f"config.window must be >= 0 (0 = whole episode), got {config.window}")
+  if not 0 <= config.warmup_frac < 1:
+    raise ValueError(f"config.warmup_frac must be in [0, 1), got {config.warmup_frac}")
+  if config.engine_settings not in ("uniform", "per_gpu"):
+    raise ValueError(f"config.engine_settings must be 'uniform' or 'per_gpu', got "
+                     f"{config.engine_settings!r}")
   if not 0 < config.train_frac < 1:
     raise ValueError(f"config.train_frac must be in (0, 1), got {config.train_frac}")
   if not 0 <= config.pred_acc <= 1:

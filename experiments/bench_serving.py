@@ -23,7 +23,7 @@ pure-decode iterations is one exact "span" event; events/ep vs iters/ep in the t
 flat event-or-decision loop (`evaluate.rollout_events`). Static and 1-GPU continuous batching are
 timed at the smallest K (`--extra_rows`).
 
-  python -m experiments.bench_serving [--num_envs 32] [--tables 64,256,1024,2048,8192]
+  python -m experiments.bench_serving [--num_envs 64] [--window 32] [--tables 64,256,1024,2048,8192]
 """
 
 from __future__ import annotations
@@ -44,12 +44,12 @@ import numpy as np
 from jaxrl_suite.envs.serving import (batching, cost_model, engine, evaluate, heuristics,
                                       reference_sim, routing, traces)
 
-_NUM_ENVS = flags.DEFINE_integer("num_envs", 32, "episodes simulated at once by the JAX env")
+_NUM_ENVS = flags.DEFINE_integer("num_envs", 64, "episodes simulated at once by the JAX env")
 _TABLES = flags.DEFINE_list("tables", ["64", "256", "1024", "2048", "8192"],
                             "requests per episode (one row each)")
-_WINDOW = flags.DEFINE_integer("window", 64, "engine window slots (requests in flight)")
+_WINDOW = flags.DEFINE_integer("window", 32, "engine window slots (requests in flight)")
 _REF = flags.DEFINE_integer("ref_requests", 4096, "requests simulated by the reference per rep")
-_RATE = flags.DEFINE_float("rate_scale", 1.5, "load knob (x the trace rate)")
+_RATE = flags.DEFINE_float("rate_scale", 1.0, "load knob (x the trace rate)")
 _REPS = flags.DEFINE_integer("reps", 2, "timed repetitions per side (best kept)")
 _EXTRA = flags.DEFINE_bool("extra_rows", True, "also time static / 1-GPU continuous batching")
 
@@ -117,7 +117,7 @@ def _ref_counts(out) -> tuple[int, int]:
   return int((out["status"] == 3).sum()), int((out["status"] == reference_sim.REJECTED).sum())
 
 
-def bench_routing(num_envs, k, ref_requests, rate=1.5, window=64, fast_forward=True, reps=2
+def bench_routing(num_envs, k, ref_requests, rate=1.0, window=32, fast_forward=True, reps=2
                   ) -> dict:
   """Routing (continuous batching on the default 4-GPU cluster), join-shortest-queue router
   (round-robin overloads the L4s at this rate: the window fills and requests are rejected)."""
@@ -149,7 +149,7 @@ def bench_static(num_envs, k, ref_requests, rate=0.2, b=8, reps=2) -> dict:
                   ref_requests, reps)
 
 
-def bench_continuous(num_envs, k, ref_requests, rate=1.0, cap_idx=6, window=64, reps=2
+def bench_continuous(num_envs, k, ref_requests, rate=1.0, cap_idx=6, window=32, reps=2
                      ) -> dict:
   """Continuous batching on one GPU (ServingBatch-v0 continuous mode), constant max_num_seqs."""
   env, p = batching.make_batching("continuous", table_size=k, train_frac=None,

@@ -49,13 +49,13 @@ def run_mode(c, mode, train_tr, test_tr, workdir, seeds, reuse=False):
             pred_acc=c.pred_acc, slo_ttft=c.slo_ttft, slo_tpot=c.slo_tpot, wait_dt=c.wait_dt,
             decision_dt=c.decision_dt)
   if mode == "continuous":
-    kw["max_events"] = c.max_events
+    kw.update(max_events=c.max_events, window=common.window_of(c))
   env_e, p_train, p_test, key, tune_starts, test_starts = common.eval_setup(
       c, lambda **k: batching.make_batching(mode, **k), train_tr, test_tr, **kw)
   net_fn, template = common.net_policy(c, env_e, p_train)
   grids, heur, n_heur = _baselines(mode, template)
   ev = harness.Evaluator(env_e, harness.universal_policy(heur, n_heur, net_fn), c.max_eval_steps,
-                         c.eval_lanes)
+                         c.eval_lanes, common.warmup_of(c))
   rl_pp = lambda net: harness.with_net(next(iter(grids.values()))[0], template, net,
                                        which=n_heur)
 

@@ -109,6 +109,16 @@ def main(name: str, run, fl: dict[str, Any]) -> None:
         fl["reuse_policies"].value)
 
 
+def window_of(c) -> int | None:
+  """The engine window of the config (None: the whole episode, the measured protocol)."""
+  return int(c.window) if int(c.window) > 0 else None
+
+
+def warmup_of(c) -> int:
+  """Leading requests of each evaluation episode excluded from its metrics."""
+  return int(float(c.warmup_frac) * int(c.eval_table))
+
+
 def padded_length(*params, bucket: int = 4096) -> int:
   """Trace length both traces are padded to: rounded up to `bucket` rows, so that runs on other
   traces (--eval_trace) reuse the persistent compilation cache."""

@@ -40,9 +40,11 @@ def run(c, quick: bool, workdir: str, eval_trace: str | None = None,
   slo = (c.slo_ttft, c.slo_tpot)
   train_tr, test_tr = common.load_traces(c, eval_trace)
   clip = {"train part": common.clip_stats(train_tr), "evaluation part": common.clip_stats(test_tr)}
-  kw = dict(max_events=c.max_events, cluster=tuple(c.cluster), train_frac=None, cap=c.cap,
-            max_batched_tokens=c.max_batched_tokens, pred_acc=c.pred_acc, slo_ttft=c.slo_ttft,
-            slo_tpot=c.slo_tpot, drain_dt=c.drain_dt)
+  kw = dict(max_events=c.max_events, cluster=tuple(c.cluster), train_frac=None,
+            pred_acc=c.pred_acc, slo_ttft=c.slo_ttft, slo_tpot=c.slo_tpot, drain_dt=c.drain_dt,
+            window=common.window_of(c),
+            **routing.engine_settings(tuple(c.cluster), c.engine_settings, c.cap,
+                                      c.max_batched_tokens, c.slo_tpot))
   env_e, p_train, p_test, key, tune_starts, test_starts = common.eval_setup(
       c, routing.make_routing, train_tr, test_tr, **kw)
   n = env_e.n_gpus
@@ -53,7 +55,7 @@ def run(c, quick: bool, workdir: str, eval_trace: str | None = None,
   net_fn, template = common.net_policy(c, env_e, p_train)
   ev = harness.Evaluator(env_e, harness.universal_policy(
       heuristics.router_switch(n), len(heuristics.ROUTERS), net_fn), c.max_eval_steps,
-                         c.eval_lanes)
+                         c.eval_lanes, common.warmup_of(c))
   hp = lambda name, knobs: harness.with_net(heuristics.router_params(name, knobs), template)
   rl_pp = lambda net: harness.with_net(heuristics.router_params("jsq", {}), template, net,
                                        which=len(heuristics.ROUTERS))

@@ -10,9 +10,10 @@ from jaxrl_suite.envs.serving import (batching, cost_model, engine, evaluate, he
 CONV = traces.load_shipped("azure_conv")
 
 
-def _route_jax(k, cluster, trace, start, rate, router, cap=128, max_events=100_000, window=None):
+def _route_jax(k, cluster, trace, start, rate, router, cap=128, max_events=100_000, window=None,
+               mbt=2048):
   env, p = routing.make_routing(table_size=k, trace=trace, train_frac=None, cluster=cluster,
-                                max_events=max_events, window=window)
+                                max_events=max_events, window=window, max_batched_tokens=mbt)
   p = p.replace(window_start=start, rate_scale=rate, pred_acc=1.0, cap=cap)
   pol = heuristics.make_router(router, len(cluster))
   st, _, _ = jax.jit(lambda key: evaluate.rollout(env, p, pol, {}, key, 10_000))(
@@ -24,18 +25,26 @@ def _route_jax(k, cluster, trace, start, rate, router, cap=128, max_events=100_0
     # a long replay through the active-request window: requests leave the table (compaction),
     # the window fills (rejections), one recompute preemption
     ("jsq", routing.DEFAULT_CLUSTER, "conv", 2.0, 128, 600, 64),
-    ("round_robin", ("L4-7B", "L4-7B"), "synthetic", 1.0, 256, 64, None),  # KV-bound: preemptions
+    # KV-bound (preemptions), with the L4's own engine settings (max_num_seqs 256, a 768-token
+    # budget that fits the TPOT SLO: prefills run in several chunks)
+    ("round_robin", ("L4-7B", "L4-7B"), "synthetic", 1.0, "per_gpu", 64, None),
 ])
 def test_routing_matches_reference(router, cluster, trace, rate, cap, k, window):
   tr = CONV if trace == "conv" else traces.synthetic("poisson", 200, 50.0, seed=3)
+  mbt = 2048
+  if cap == "per_gpu":
+    s = routing.engine_settings(cluster, "per_gpu", 0, 0, 0.2)
+    cap, mbt = s["cap"], s["max_batched_tokens"]
+    assert mbt == (768, 768)
   with jax.enable_x64(True):
-    st = _route_jax(k, cluster, tr, 17, rate, router, cap, window=window)
+    st = _route_jax(k, cluster, tr, 17, rate, router, cap, window=window, mbt=mbt)
     req = st.req
     res = engine.results(st.eng)
     assert res.finish.dtype == np.float64
     ref = reference_sim.RefCluster([cost_model.GPU_TYPES[c] for c in cluster],
                                    np.asarray(req.arrival), np.asarray(req.prompt),
-                                   np.asarray(req.output), cap=cap, window=window)
+                                   np.asarray(req.output), cap=cap, window=window,
+                                   max_batched_tokens=mbt)
     n = len(cluster)
     if router == "jsq":
       out = ref.run_routing(lambda sim, i: int(np.argmin(sim.outstanding())))
@@ -112,13 +121,19 @@ def test_static_matches_reference():
 
 
 def test_float32_close_to_reference():
-  st = _route_jax(64, routing.DEFAULT_CLUSTER, CONV, 17, 3.0, "round_robin")
+  """float32 (the training dtype) against the float64 reference, with per-GPU engine settings
+  (a different max_num_seqs and token budget on each GPU type)."""
+  s = routing.engine_settings(routing.DEFAULT_CLUSTER, "per_gpu", 0, 0, 0.2)
+  st = _route_jax(64, routing.DEFAULT_CLUSTER, CONV, 17, 3.0, "round_robin", s["cap"],
+                  mbt=s["max_batched_tokens"])
   req = st.req
   ref = reference_sim.RefCluster([cost_model.GPU_TYPES[c] for c in routing.DEFAULT_CLUSTER],
                                  np.asarray(req.arrival, np.float64), np.asarray(req.prompt),
-                                 np.asarray(req.output))
+                                 np.asarray(req.output), cap=s["cap"],
+                                 max_batched_tokens=s["max_batched_tokens"])
   out = ref.run_routing(lambda sim, i: i % 4)
-  np.testing.assert_allclose(np.asarray(st.eng.finish), out["finish"], rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose(np.asarray(engine.results(st.eng).finish), out["finish"], rtol=1e-4,
+                             atol=1e-3)
 
 
 def _obs_trace(env, p, policy, n_steps):

@@ -8,10 +8,18 @@ arrivals the mean wait is the Pollaczek-Khinchine value W_q = lambda E[S^2] / (2
 rho = lambda E[S] (M/G/1).
 """
 
+import os
+import sys
+
 import jax
 import numpy as np
+import pytest
 
 from jaxrl_suite.envs.serving import cost_model, engine, evaluate, heuristics, routing, traces
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+import configs.serving_batching as cfg_b  # noqa: E402
+import configs.serving_routing as cfg_r  # noqa: E402
 
 K, WINDOW, RATE, MBT = 2000, 32, 0.45, 2048
 
@@ -70,3 +78,45 @@ def test_single_server_fcfs_matches_lindley_and_pollaczek_khinchine():
   m = evaluate.metrics(arrays, 1e9, 1e9, warmup=warm)
   assert m["slo_attainment"] == 1.0 and m["rejected"] == 0
   assert m["ttft_p50"] == np.percentile((np.asarray(res.ttft) - a)[warm:], 50)
+
+
+@pytest.mark.parametrize("slo_tpot", [0.1, 0.2, 0.5])
+def test_engine_settings_fit_the_tpot_budget(slo_tpot):
+  """Each GPU type's token budget is the largest multiple of 256 (up to vLLM's default) whose
+  worst iteration fits the TPOT SLO; max_num_seqs is vLLM's default."""
+  for name, spec in cost_model.GPU_TYPES.items():
+    s = cost_model.engine_settings(spec, slo_tpot)
+    d = cost_model.VLLM_DEFAULTS[name]
+    assert s.max_num_seqs == d.max_num_seqs
+    n = s.max_num_batched_tokens
+    assert n % cost_model.CHUNK_STEP == 0 and n <= d.max_num_batched_tokens
+    assert cost_model.worst_iteration_time(spec, n) <= slo_tpot
+    if n < d.max_num_batched_tokens:
+      assert cost_model.worst_iteration_time(spec, n + cost_model.CHUNK_STEP) > slo_tpot
+  # the case the issue names: a 2,048-token chunk does not fit an L4 at 0.2 s
+  assert cost_model.worst_iteration_time(cost_model.L4_7B, 2048) > 0.2
+  assert cost_model.engine_settings(cost_model.L4_7B, 0.2).max_num_batched_tokens < 2048
+  with pytest.raises(ValueError, match="slo_tpot"):
+    cost_model.engine_settings(cost_model.L4_7B, 0.01)
+  s = routing.engine_settings(routing.DEFAULT_CLUSTER, "per_gpu", 16, 2048, slo_tpot)
+  assert len(s["cap"]) == len(s["max_batched_tokens"]) == 4
+  assert routing.engine_settings(routing.DEFAULT_CLUSTER, "uniform", 16, 2048, slo_tpot) == {
+      "cap": 16, "max_batched_tokens": 2048}
+
+
+@pytest.mark.parametrize("field,value", [("window", -1), ("warmup_frac", 1.0),
+                                         ("engine_settings", "fastest")])
+def test_steady_state_config_fields_validate(field, value):
+  for cfg in (cfg_b, cfg_r):
+    c = cfg.get_config("quick")
+    assert c.window == 0 and c.warmup_frac == 0.0 and c.engine_settings == "uniform"
+    c[field] = value
+    with pytest.raises(ValueError, match=field):
+      cfg.validate(c)
+  c = cfg_r.get_config("quick")
+  c.engine_settings, c.window, c.warmup_frac = "per_gpu", 256, 0.2
+  cfg_r.validate(c)
+  c = cfg_b.get_config("quick")
+  c.engine_settings = "per_gpu"
+  with pytest.raises(ValueError, match="engine_settings"):
+    cfg_b.validate(c)

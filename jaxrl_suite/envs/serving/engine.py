@@ -98,8 +98,9 @@ class Hardware:
   max_batched_tokens: jax.Array  # int32 [N]
 
 
-def make_hardware(specs, max_batched_tokens: int = 2048, watermark_frac: float = 0.01,
+def make_hardware(specs, max_batched_tokens=2048, watermark_frac: float = 0.01,
                   dtype=float) -> Hardware:
+  """Hardware of the GPUs `specs`; max_batched_tokens: one for all or one per GPU."""
   tab = cost_model.spec_table(specs)
   f = lambda x: jnp.asarray(x, dtype=jnp.result_type(dtype))
   return Hardware(t_ovh=f(tab["t_ovh"]), t_w=f(tab["t_w"]), alpha=f(tab["alpha"]),
@@ -107,7 +108,8 @@ def make_hardware(specs, max_batched_tokens: int = 2048, watermark_frac: float =
                   kv_blocks=jnp.asarray(tab["kv_blocks"], jnp.int32),
                   watermark=jnp.asarray((watermark_frac * tab["kv_blocks"]).astype("int32")),
                   type_id=jnp.asarray(tab["type_id"], jnp.int32),
-                  max_batched_tokens=jnp.full((len(specs),), max_batched_tokens, jnp.int32))
+                  max_batched_tokens=jnp.broadcast_to(
+                      jnp.asarray(max_batched_tokens, jnp.int32), (len(specs),)))
 
 
 @struct.dataclass

@@ -71,8 +71,9 @@ class Evaluator:
   """Evaluates jobs (policy params, window start, rate scale, key) `lanes` at a time with ONE
   compiled vmapped rollout (the last batch is padded), returning per-episode metrics."""
 
-  def __init__(self, env, policy: Callable, max_steps: int, lanes: int = 32):
+  def __init__(self, env, policy: Callable, max_steps: int, lanes: int = 32, warmup: int = 0):
     self.lanes = lanes
+    self.warmup = warmup     # leading requests of each episode excluded from its metrics
 
     def one(pp, params, start, rate, key):
       p = params.replace(window_start=start, rate_scale=rate, rate_mults=(1.0,))
@@ -104,7 +105,8 @@ class Evaluator:
                         [rates[i] for i in order], [keys[i] for i in order])
     out = [None] * len(pps)
     for j, i in enumerate(order):
-      out[i] = evaluate.metrics({k: v[j] for k, v in arr.items()}, slo[0], slo[1], type_id)
+      out[i] = evaluate.metrics({k: v[j] for k, v in arr.items()}, slo[0], slo[1], type_id,
+                                self.warmup)
     return out
 
   def grid(self, pps: Sequence[Any], params, starts, rates: Sequence[float], key, slo,

@@ -46,7 +46,7 @@ class EnvState:
 
 @struct.dataclass
 class EnvParams(env_base.ServingParams):
-  cap: int = 128                  # max_num_seqs of every engine
+  cap: Any = 128                  # max_num_seqs: one for every engine or a tuple per GPU
   drain_dt: float = 2.0           # s per step once every request is routed
 
 
@@ -156,6 +156,20 @@ def default_params(cluster: Sequence[str] = DEFAULT_CLUSTER, trace: str | traces
     tr = early if part == "early" else late
   hw = engine.make_hardware([cost_model.GPU_TYPES[c] for c in cluster], max_batched_tokens)
   return EnvParams(hw=hw, trace=workload.trace_arrays(tr, max_model_len), **overrides)
+
+
+def engine_settings(cluster: Sequence[str], mode: str, cap: int, max_batched_tokens: int,
+                    slo_tpot: float) -> dict[str, Any]:
+  """{"cap", "max_batched_tokens"} for `default_params`. mode "uniform": the given values on
+  every GPU; "per_gpu": each GPU type's vLLM defaults with the token budget cut so that an
+  iteration fits the TPOT SLO (`cost_model.engine_settings`)."""
+  if mode == "uniform":
+    return {"cap": cap, "max_batched_tokens": max_batched_tokens}
+  if mode != "per_gpu":
+    raise ValueError(f"engine settings mode must be 'uniform' or 'per_gpu', got {mode!r}")
+  s = [cost_model.engine_settings(cost_model.GPU_TYPES[c], slo_tpot) for c in cluster]
+  return {"cap": tuple(x.max_num_seqs for x in s),
+          "max_batched_tokens": tuple(x.max_num_batched_tokens for x in s)}
 
 
 def make_routing(n_gpus: int | None = None, table_size: int = 128, max_events: int = 256,
