@@ -76,13 +76,13 @@ def _check_bank(name, n=64):
   return env, params, rep
 
 
-@pytest.mark.slow  # 65-75 s per layout on the shared 2-core box (oracle rollout compiles)
+@pytest.mark.slow  # 65-210 s per layout on the shared 2-core box, by load (oracle rollout compiles)
 @pytest.mark.parametrize("name", ["ring14", "direct10"])
 def test_bank_prior_and_finishability_on_two_layouts(name):
   _check_bank(name)
 
 
-@pytest.mark.slow  # ~105 s on the shared 2-core box: bank + three rollouts
+@pytest.mark.slow  # 105-230 s on the shared 2-core box, by load: bank + three rollouts
 def test_finishability_check_rejects_and_heel_aware_replanner_violates_less():
   env, params, rep = make_hydro("ring14", n_bank=64, seed=4, max_steps_in_episode=14)
   assert sum(s["oracle_failed"] for s in rep["strata"]) > 0   # the check does reject
