@@ -26,7 +26,7 @@ reproduce-full: venv
 	$(PY) -m experiments.reproduce
 
 test: venv
-	$(PY) -m pytest -q -n 2 --dist loadfile tests
+	$(PY) -m pytest -q -n 2 --dist worksteal --durations=25 tests
 
 test-slow: venv
 	$(PY) -m pytest -q -m slow tests
