@@ -119,7 +119,7 @@ def corpus_segment(key, env: sl.StreamLedger, params: sl.EnvParams, turns: int, 
   items, amounts, _ = env.sample_stream(k_stream, params)
   items = jnp.where(jnp.arange(env.max_events) < n_ev, items, 0)
   amounts = jnp.where(jnp.arange(env.max_events) < n_ev, amounts, 0)
-  p_q = params.mid_query_prob if mix.p_query < 0 else mix.p_query
+  p_q = jnp.where(mix.p_query < 0, params.mid_query_prob, mix.p_query)   # mix may be traced
   ask = jax.random.bernoulli(k_q, p_q, (turns,))
   ask = ask.at[turns - 1].set(jnp.where(ending == 1, True, jnp.where(ending == 2, False,
                                                                       ask[turns - 1])))

@@ -136,3 +136,17 @@ def test_agent_rollout_triggers_compaction_on_compact_action():
   assert (np.asarray(ro.num_segments) > 3).all()
   m = comp.episode_metrics(ro, agent=True)
   assert (np.asarray(m["final_acc"]) == 0).all()
+
+
+def test_corpus_p_query_sets_the_share_of_answered_blocks():
+  """CorpusMix.p_query=1: every block of a row ends with a query; 0: none does (no row ends the
+  episode). One compiled program for both (the mix is an argument)."""
+  rows = jax.jit(lambda k, mix: comp.corpus_batch(k, ENV, P, 8, 2, 64, mix))
+
+  def queries(p_query):
+    mix = comp.CorpusMix(p_first=0.0, p_last=0.0, p_agent=0.0, p_query=p_query)
+    toks, _, n = rows(jax.random.PRNGKey(1), mix)
+    live = np.arange(toks.shape[1])[None] < np.asarray(n)[:, None]
+    return int(((np.asarray(toks) == sl.QUERY) & live).sum())
+  assert queries(1.0) == 4 * 1 + 4 * 2        # 8 rows: 4 with one block, 4 with two
+  assert queries(0.0) == 0
