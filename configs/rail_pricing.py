@@ -40,7 +40,7 @@ def get_config(arg=None):
   # The attention variants cost ~4x the MLP ones on CPU: at the load this ran under (~20 on 2
   # cores) only one fitted next to the sweep, so IPPO and the delta action form are trained with
   # the MLP agent here (ippo_rel and mappo_rel_delta are valid variants: --config.variants=...).
-  c.variants = ("mappo_rel", "mappo_mlp", "ippo_mlp", "mappo_mlp_delta")
+  c.variants = ("mappo_mlp", "ippo_mlp", "mappo_mlp_delta", "mappo_rel")
   # Budget sweep: the policies are scored at these update counts of one constant-lr run (the
   # last is the full budget); flattened = last step's revenue ratio CI inside 1 +/- flat_tol.
   c.budget_updates = (12, 24, 48, 96)
