@@ -126,6 +126,7 @@ def test_lm_direct_opd_at_alpha1_same_model_gradient_equals_vanilla_opd():
         jax.tree_util.tree_leaves(g2), jax.tree_util.tree_leaves(g_v))) > 1e-4
 
 
+@pytest.mark.slow   # 21 CPU-s
 def test_lm_distill_fixed_alpha_stays_put_and_adaptive_moves_in_one_program():
   """`adaptive` is data in the DistillState: adaptive=False keeps alpha at alpha_init for every
   step while adaptive=True moves it by 1% per step, with one compiled step for both."""

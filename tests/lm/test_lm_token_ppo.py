@@ -142,7 +142,9 @@ def _batch(ro, seed=0, adv_everywhere=True):
                  advantages=adv, targets=f(), old_values=f())
 
 
-@pytest.mark.parametrize("norm", P.NORMS)
+# One normalisation in `make test` (17 CPU-s each with a cold compile cache); all by test-slow.
+@pytest.mark.parametrize("norm", [n if n == "token" else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in P.NORMS])
 def test_lm_observed_and_copied_tokens_get_exactly_zero_gradient(norm):
   ro = fake_rollout(7)
   pcfg = P.TokenPPOConfig(norm=norm, kl_coef=0.3, ent_coef=0.1, vf_coef=0.5, value_clip=0.2)
@@ -239,6 +241,7 @@ def test_lm_token_norm_is_invariant_to_resegmentation_segment_norm_is_not(seed):
   del lossw
 
 
+@pytest.mark.slow   # 17 CPU-s (two value kinds, four compiles)
 def test_lm_critic_warmup_moves_only_the_value_parameters():
   ro = fake_rollout(13, b=4)
   ro = ro._replace(rewards=jnp.ones_like(ro.rewards))
@@ -259,6 +262,7 @@ def test_lm_critic_warmup_moves_only_the_value_parameters():
                for a_, b_ in zip(jax.tree.leaves(st2.params), jax.tree.leaves(params)))
 
 
+@pytest.mark.slow   # 16 CPU-s; tests/core/test_core_checkpoint.py covers orbax round trips
 def test_lm_checkpoint_restores_train_state_bit_exactly(tmp_path):
   ro = fake_rollout(17, b=4)
   params = lm_model.init_params(CFG, jax.random.PRNGKey(5))
