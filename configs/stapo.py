@@ -79,6 +79,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.min_count = 2
   c.eval_envs = 64                  # fresh trajectories per (method, seed) after training
   c.chunk = 5
+  # methods per vmapped program (0: all at once); bounds memory, see experiments/stapo.py
+  c.methods_per_program = 1
   if arg == "quick":
     c.ws_episodes = 300
     c.ws_steps = 100
@@ -116,6 +118,10 @@ def validate(c: ml_collections.ConfigDict) -> None:
     if c[f] % c.group_size:
       raise ValueError(f"config.{f}={c[f]} is not a multiple of group_size={c.group_size}")
   checks.subset_of(c, "methods", _stapo.METHODS)
+  if (isinstance(c.methods_per_program, bool) or not isinstance(c.methods_per_program, int)
+      or c.methods_per_program < 0):
+    raise ValueError("config.methods_per_program must be an integer >= 0 (0: all methods in "
+                     f"one program), got {c.methods_per_program!r}")
   if "grpo" not in c.methods:
     raise ValueError("config.methods must include 'grpo' (the claims are relative to it)")
   checks.one_of(c, "outlier_rule", ("z", "two_sided", "top"))

@@ -179,15 +179,9 @@ def train_all(config, env, p, cfg, rcfg, params, key):
       group_size=config.group_size)
   init, step = stapo.make_train_step(cfg, env, p, rcfg, config.train_envs, mc, pc)
   methods = list(config.methods)
-  m_ids = jnp.repeat(jnp.array([stapo.method_id(m) for m in methods]), config.num_seeds)
   # identical seeds across methods: (method i, seed s) uses the key of seed s
   seed_keys = jax.random.split(key, config.num_seeds)
-  keys = jnp.tile(seed_keys, (len(methods), 1))
-  state = jax.vmap(init, in_axes=(None, 0))(params, m_ids)
-  timing = {}
-  state, curves = lm_grpo.run_seeds(step, state, keys, config.train_steps, config.chunk,
-                                    desc="stapo methods x seeds", timing=timing)
-  final_params = state[0].params
+  eval_seed_keys = jax.random.split(jax.random.fold_in(key, 99), config.num_seeds)
 
   @jax.jit
   def evaluate(prm, k):
@@ -198,11 +192,28 @@ def train_all(config, env, p, cfg, rcfg, params, key):
                       ).sum() / jnp.maximum(ro.turn_valid.sum(), 1)
     return m
 
-  eval_keys = jnp.tile(jax.random.split(jax.random.fold_in(key, 99), config.num_seeds),
-                       (len(methods), 1))
-  ev = jax.tree.map(np.asarray, jax.vmap(evaluate)(final_params, eval_keys))
-  start = jax.tree.map(np.asarray, jax.vmap(evaluate, in_axes=(None, 0))(
-      params, jax.random.split(jax.random.fold_in(key, 99), config.num_seeds)))
+  # Methods run `methods_per_program` at a time (each group x seeds in one vmapped program):
+  # memory grows with the vmapped width (7 methods x 5 seeds x 32 trajectories needed > 11 GB).
+  # Groups of equal size compile the same program (reused via JAX_COMPILATION_CACHE_DIR).
+  timing, evs, curves_l = {"compile_s": 0.0, "run_s": 0.0}, [], []
+  per = config.methods_per_program or len(methods)
+  for lo in range(0, len(methods), per):
+    group = methods[lo:lo + per]
+    m_ids = jnp.repeat(jnp.array([stapo.method_id(m) for m in group]), config.num_seeds)
+    state = jax.vmap(init, in_axes=(None, 0))(params, m_ids)
+    t = {}
+    state, cur = lm_grpo.run_seeds(step, state, jnp.tile(seed_keys, (len(group), 1)),
+                                   config.train_steps, config.chunk,
+                                   desc=f"stapo {'+'.join(group)} x seeds", timing=t)
+    for k in timing:
+      timing[k] += t.get(k, 0.0)
+    evs.append(jax.tree.map(np.asarray, jax.vmap(evaluate)(
+        state[0].params, jnp.tile(eval_seed_keys, (len(group), 1)))))
+    curves_l.append(cur)
+    del state
+  ev = {k: np.concatenate([e[k] for e in evs]) for k in evs[0]}
+  curves = {k: np.concatenate([c[k] for c in curves_l]) for k in curves_l[0]}
+  start = jax.tree.map(np.asarray, jax.vmap(evaluate, in_axes=(None, 0))(params, eval_seed_keys))
   n, s = len(methods), config.num_seeds
   shape = lambda x: np.asarray(x).reshape((n, s) + np.asarray(x).shape[1:])  # noqa: E731
   return ({k: shape(v) for k, v in ev.items()}, {k: shape(v) for k, v in curves.items()},

@@ -17,7 +17,7 @@ def test_config_validation_names_the_field():
   for field, bad in (("train_envs", 12), ("methods", ["grpo", "ppo"]), ("group_size", 1),
                      ("keep_frac", 0.0), ("lr", 0.0), ("methods", ["grpo", "grpo"]),
                      ("ema_decay", 1.5), ("outlier_rule", "max"), ("train_steps", 0),
-                     ("kl_coef", -0.1)):
+                     ("kl_coef", -0.1), ("methods_per_program", -1)):
     c = stapo_config.get_config()
     c[field] = bad
     with pytest.raises(ValueError, match=field):
