@@ -27,7 +27,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import hashlib  # noqa: E402
 import json  # noqa: E402
-import pickle  # noqa: E402
 import time  # noqa: E402
 
 from absl import app  # noqa: E402
@@ -37,6 +36,7 @@ import numpy as np  # noqa: E402
 
 from experiments import cli  # noqa: E402
 from jaxrl_suite.core import results as results_lib  # noqa: E402
+from jaxrl_suite.core import tree_io  # noqa: E402
 from jaxrl_suite.core import stats  # noqa: E402
 from jaxrl_suite.envs.text import goal_house as gh  # noqa: E402
 from jaxrl_suite.lm import grpo as lm_grpo  # noqa: E402
@@ -404,8 +404,11 @@ def run(config, quick: bool, workdir: str, results_dir=None) -> dict:
   measured = dict(ws_info=ws_info, det=det, ev=ev, curves=curves, start=start, timing=timing,
                   compute_s=time.time() - t0)
   # the measurements before any reporting: `report` can be rerun on them without retraining
-  with open(os.path.join(workdir, "measured.pkl"), "wb") as f:
-    pickle.dump(measured, f)
+  # (an .npz of arrays + JSON, core.tree_io: no pickle, so a workdir from elsewhere is safe to read)
+  try:
+    tree_io.save_tree(os.path.join(workdir, "measured.npz"), jax.device_get(measured))
+  except TypeError as e:   # a convenience copy: never lose a finished run over it
+    print(f"warning: measurements not saved ({e})", flush=True)
   return report(config, quick, measured, results_dir)
 
 
