@@ -15,6 +15,7 @@ import sys
 import nbformat
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import build_notebooks as bn  # noqa: E402
 from build_notebooks import _code, _md, notebook, verdicts_cell  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -97,5 +98,4 @@ if os.path.exists(png):
 
 
 if __name__ == "__main__":
-  nbformat.write(compaction_notebook(), os.path.join(HERE, "compaction.ipynb"))
-  print("wrote", os.path.join(HERE, "compaction.ipynb"))
+  bn.write(compaction_notebook(), "compaction.ipynb")

@@ -107,21 +107,8 @@ if os.path.exists(path):
 """),
       bn.verdicts_cell("cure"),
   ]
-  nb = bn.notebook(cells)
-  for i, cell in enumerate(nb.cells):   # stable ids: regenerating the notebook gives no diff
-    cell["id"] = f"cell-{i:02d}"
-  nb.metadata["language_info"] = {"name": "python"}
-  nb.metadata["colab"] = {"name": "cure.ipynb", "provenance": []}
-  return nb
-
-
-def main() -> None:
-  nb = cure()
-  nbformat.validate(nb)
-  path = os.path.join(HERE, "cure.ipynb")
-  nbformat.write(nb, path)
-  print("wrote", path)
+  return bn.notebook(cells)
 
 
 if __name__ == "__main__":
-  main()
+  bn.write(cure(), "cure.ipynb")

@@ -111,6 +111,20 @@ def notebook(cells) -> nbformat.NotebookNode:
   return with_setup(nb)
 
 
+def write(nb: nbformat.NotebookNode, filename: str) -> str:
+  """Stable cell ids (regenerating gives no diff) and Colab metadata, validated, written to
+  colabs/<filename>; returns the path."""
+  for i, cell in enumerate(nb.cells):
+    cell["id"] = f"cell-{i:02d}"
+  nb.metadata["language_info"] = {"name": "python"}
+  nb.metadata["colab"] = {"name": filename, "provenance": []}
+  nbformat.validate(nb)
+  path = os.path.join(HERE, filename)
+  nbformat.write(nb, path)
+  print("wrote", path)
+  return path
+
+
 def ppo_quickstart() -> nbformat.NotebookNode:
   cells = [
       _md(r"""
@@ -271,11 +285,7 @@ def main(argv: list[str] | None = None) -> None:
   import sys
   argv = sys.argv[1:] if argv is None else argv
   for name, build in NOTEBOOKS.items():
-    nb = build()
-    nbformat.validate(nb)
-    path = os.path.join(HERE, name)
-    nbformat.write(nb, path)
-    print("wrote", path)
+    write(build(), name)
   if argv and argv[0] == "--setup":
     for name in argv[1:]:
       path = os.path.join(HERE, name)

@@ -10,24 +10,15 @@ import os
 import sys
 
 import nbformat
-from nbformat import v4
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from build_notebooks import setup_cell  # noqa: E402  pylint: disable=g-import-not-at-top
-
-
-def _md(text):
-  return v4.new_markdown_cell(text.strip("\n"))
-
-
-def _code(text):
-  return v4.new_code_cell(text.strip("\n"))
+import build_notebooks as bn  # noqa: E402  (shared cells, builder and writer)
+from build_notebooks import _code, _md  # noqa: E402
 
 
 def rail_pricing() -> nbformat.NotebookNode:
-  nb = v4.new_notebook()
-  nb.cells = [
+  cells = [
       _md("""
 # RailRM-v0: pricing trains against revenue-management practice
 
@@ -37,7 +28,6 @@ checks the demand calibration by perturbing prices, runs the RM baselines, compu
 joint-monopoly fares, and trains a small relational MAPPO agent through the shared on-policy
 learner. The full study is `python -m experiments.rail_pricing` (see docs/rail_pricing.md).
 """),
-      setup_cell(),
       _code("""
 import jax, jax.numpy as jnp, numpy as np
 import matplotlib.pyplot as plt
@@ -104,16 +94,8 @@ plt.barh(list(rows), list(rows.values())); plt.xlabel("revenue per departure day
 plt.show()
 """),
   ]
-  return nb
-
-
-def main() -> None:
-  nb = rail_pricing()
-  nbformat.validate(nb)
-  path = os.path.join(HERE, "rail_pricing.ipynb")
-  nbformat.write(nb, path)
-  print("wrote", path)
+  return bn.notebook(cells)
 
 
 if __name__ == "__main__":
-  main()
+  bn.write(rail_pricing(), "rail_pricing.ipynb")

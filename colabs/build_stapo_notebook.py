@@ -14,6 +14,7 @@ import sys
 import nbformat
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import build_notebooks as bn  # noqa: E402
 from build_notebooks import _code, _md, notebook, verdicts_cell  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -76,5 +77,4 @@ plt.show()
 
 
 if __name__ == "__main__":
-  nbformat.write(stapo_notebook(), os.path.join(HERE, "stapo.ipynb"))
-  print("wrote", os.path.join(HERE, "stapo.ipynb"))
+  bn.write(stapo_notebook(), "stapo.ipynb")
