@@ -64,3 +64,17 @@ def pytest_collection_modifyitems(config, items):
   for item in items:
     if item.nodeid in heavy:
       item.add_marker(pytest.mark.slow)
+
+
+def assert_config_rejects(config_module, field: str, value, match: str | None = None) -> None:
+  """A fresh `config_module.get_config()` with `field` (dotted path) set to `value` (or to
+  `value(config)` when callable) makes `config_module.validate` raise a ValueError matching
+  `match` (default: the field's last name), i.e. the error names the field."""
+  c = config_module.get_config()
+  *parents, leaf = field.split(".")
+  node = c
+  for p in parents:
+    node = node[p]
+  node[leaf] = value(c) if callable(value) else value
+  with pytest.raises(ValueError, match=match or leaf):
+    config_module.validate(c)

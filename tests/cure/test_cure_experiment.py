@@ -7,24 +7,19 @@ import os
 import numpy as np
 import pytest
 
+from conftest import assert_config_rejects
+
 from configs import cure as cure_config
 from jaxrl_suite.core import results as results_lib
 
 
-def test_validate_names_the_field():
-  c = cure_config.get_config()
-  cure_config.validate(c)
-  c.grpo_steps = c.eval_every * 3 + 1
-  with pytest.raises(ValueError, match="grpo_steps"):
-    cure_config.validate(c)
-  c = cure_config.get_config()
-  c.rewards = ("token_recall",)
-  with pytest.raises(ValueError, match="claim_f1"):
-    cure_config.validate(c)
-  c = cure_config.get_config()
-  c.noise_reject = 1.5
-  with pytest.raises(ValueError, match="noise_reject"):
-    cure_config.validate(c)
+@pytest.mark.parametrize("field,value,match", [
+    ("grpo_steps", lambda c: c.eval_every * 3 + 1, None),
+    ("rewards", ("token_recall",), "claim_f1"),
+    ("noise_reject", 1.5, None)])
+def test_validate_names_the_field(field, value, match):
+  cure_config.validate(cure_config.get_config())
+  assert_config_rejects(cure_config, field, value, match)
 
 
 @pytest.mark.slow

@@ -8,32 +8,22 @@ import sys
 import numpy as np
 import pytest
 
+from conftest import assert_config_rejects
+
 from jaxrl_suite.core import results as results_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def test_lm_config_validate_rejects_bad_fields():
+@pytest.mark.parametrize("field,value", [
+    ("grpo_group", 1), ("pretrain_steps.l", -1),
+    ("pretrain_seeds", lambda c: c.num_seeds + 1), ("grpo_ceiling_steps", 0)])
+def test_lm_config_validate_rejects_bad_fields(field, value):
   sys.path.insert(0, REPO)
   from configs import direct_opd as cfg_mod
-  c = cfg_mod.get_config()
-  cfg_mod.validate(c)
+  cfg_mod.validate(cfg_mod.get_config())
   cfg_mod.validate(cfg_mod.get_config("quick"))
-  c.grpo_group = 1
-  with pytest.raises(ValueError, match="grpo_group"):
-    cfg_mod.validate(c)
-  c = cfg_mod.get_config()
-  c.pretrain_steps.l = -1
-  with pytest.raises(ValueError, match="pretrain_steps"):
-    cfg_mod.validate(c)
-  c = cfg_mod.get_config()
-  c.pretrain_seeds = c.num_seeds + 1
-  with pytest.raises(ValueError, match="pretrain_seeds"):
-    cfg_mod.validate(c)
-  c = cfg_mod.get_config()
-  c.grpo_ceiling_steps = 0
-  with pytest.raises(ValueError, match="grpo_ceiling_steps"):
-    cfg_mod.validate(c)
+  assert_config_rejects(cfg_mod, field, value, field.split(".")[0])
 
 
 def test_lm_direct_opd_quick_run_writes_valid_results_and_resumes(tmp_path):

@@ -5,36 +5,22 @@ import os
 
 import pytest
 
+from conftest import assert_config_rejects
+
 from jaxrl_suite.core import results
 
 
-def test_config_validation_names_the_field():
+@pytest.mark.parametrize("field,value,match", [
+    ("shift_level", lambda c: c.demand_level, None),
+    ("variants", ("mappo_transformer",), None),
+    ("budget_updates", (12, 24), None),        # must end at the full budget
+    ("rl.anneal_lr", True, None),              # a sweep over one run needs a constant lr
+    ("rl.gae_lambda", 1.5, "rl.gae_lambda"),
+    ("reward_scale", 0.0, None)])
+def test_config_validation_names_the_field(field, value, match):
   import configs.rail_pricing as cfg
-  c = cfg.get_config()
-  cfg.validate(c)
-  c.shift_level = c.demand_level
-  with pytest.raises(ValueError, match="shift_level"):
-    cfg.validate(c)
-  c = cfg.get_config()
-  c.variants = ("mappo_transformer",)
-  with pytest.raises(ValueError, match="variants"):
-    cfg.validate(c)
-  c = cfg.get_config()
-  c.budget_updates = (12, 24)          # must end at the full budget
-  with pytest.raises(ValueError, match="budget_updates"):
-    cfg.validate(c)
-  c = cfg.get_config()
-  c.rl.anneal_lr = True                # a sweep over one run needs a constant learning rate
-  with pytest.raises(ValueError, match="anneal_lr"):
-    cfg.validate(c)
-  c = cfg.get_config()
-  c.rl.gae_lambda = 1.5
-  with pytest.raises(ValueError, match="rl.gae_lambda"):
-    cfg.validate(c)
-  c = cfg.get_config()
-  c.reward_scale = 0.0
-  with pytest.raises(ValueError, match="reward_scale"):
-    cfg.validate(c)
+  cfg.validate(cfg.get_config())
+  assert_config_rejects(cfg, field, value, match)
 
 
 @pytest.mark.slow   # ~4-5 CPU-min: ~30 XLA compiles (6 baseline families, 3 RL variants)
