@@ -303,12 +303,6 @@ def _cell(x: Any) -> str:
   return str(x).replace("|", "\\|").replace("\n", " ").strip()
 
 
-def _ours(c: Mapping[str, Any]) -> str:
-  ci = c.get("ci95")
-  ci_s = f" [{ci[0]:.4g}, {ci[1]:.4g}]" if ci else ""
-  return f"{c.get('ours', '')}{ci_s}"
-
-
 def summary_table(records: Sequence[Mapping[str, Any]], results_dir: str = RESULTS_DIR,
                   link_prefix: str = "") -> str:
   """The verdict table: one row per claim of every record.
@@ -328,7 +322,7 @@ def summary_table(records: Sequence[Mapping[str, Any]], results_dir: str = RESUL
     for c in rec["claims"]:
       rows.append("| " + " | ".join([
           _cell(rec["name"]), _cell(c.get("claim", "")), _cell(c.get("paper", "")),
-          _cell(_ours(c)), f"**{_cell(c.get('verdict', ''))}**", " ".join(links),
+          _cell(_results.ours_with_ci(c)), f"**{_cell(c.get('verdict', ''))}**", " ".join(links),
           _cell(rec.get("mode", "?")), f"`{commit}`"]) + " |")
   return "\n".join(rows)
 

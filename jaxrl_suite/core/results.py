@@ -173,12 +173,25 @@ def write_results(name: str, *, mode: str, config: Any, seeds: Sequence[int],
   return path
 
 
+def _ci_shown(ours: str, ci: Sequence[float]) -> bool:
+  """Whether the `ours` text already prints both ends of `ci` (to 3 significant figures or 2-3
+  decimals), so the table does not print the same interval twice."""
+  def shown(v: float) -> bool:
+    return any(form.format(v) in ours for form in ("{:.3g}", "{:.2f}", "{:.3f}"))
+  return shown(ci[0]) and shown(ci[1])
+
+
+def ours_with_ci(c: Mapping[str, Any]) -> str:
+  """A claim's `ours` text with its 95% CI appended, unless the text already prints it."""
+  ours, ci = c.get("ours", ""), c.get("ci95")
+  ci_s = f" [{ci[0]:.4g}, {ci[1]:.4g}]" if ci and not _ci_shown(ours, ci) else ""
+  return f"{ours}{ci_s}"
+
+
 def verdict_table(claims: Sequence[Mapping[str, Any]]) -> str:
   rows = ["| claim | paper | ours (95% CI) | verdict |", "|---|---|---|---|"]
   for c in claims:
-    ci = c.get("ci95")
-    ci_s = f" [{ci[0]:.4g}, {ci[1]:.4g}]" if ci else ""
-    rows.append(f"| {c['claim']} | {c['paper']} | {c['ours']}{ci_s} | {c['verdict']} |")
+    rows.append(f"| {c['claim']} | {c['paper']} | {ours_with_ci(c)} | {c['verdict']} |")
   return "\n".join(rows)
 
 

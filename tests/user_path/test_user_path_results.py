@@ -289,3 +289,14 @@ def test_reproduce_quick_leaves_the_committed_results_as_they_were(fake_registry
   assert (quick_dir / "clobber.png").read_text() == "quick plot"
   assert (quick_dir / "new.txt").exists() and (quick_dir / "clobber.json").exists()
   assert "| clobber | c |" in (quick_dir / "SUMMARY.md").read_text()
+
+
+def test_claim_ci_is_printed_once():
+  """The verdict tables append a claim's CI unless its `ours` text already prints that interval."""
+  c = results_lib.claim
+  inline = c("x", "p", "recall change -0.452 [-0.628, -0.277]", "reproduced", ci95=(-0.6278, -0.277))
+  other = c("y", "p", "40.8% (raw 37.2% [27.4%, 46.9%])", "inconclusive", ci95=(37.8, 43.86))
+  assert results_lib.ours_with_ci(inline) == inline["ours"]
+  assert results_lib.ours_with_ci(other).endswith("[37.8, 43.86]")
+  table = results_lib.verdict_table([inline, other])
+  assert table.count("-0.628") == 1 and "[37.8, 43.86]" in table
