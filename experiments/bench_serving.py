@@ -10,6 +10,10 @@ applied to both sides alike).
 Why per CPU-second: wall-clock ratios on a shared machine mostly track how much CPU each side
 happened to get (the same code gave 24x to 77x), and XLA may use several threads. Both sides are
 timed with `time.process_time()` (all threads of the process), and wall seconds are printed too.
+With `--pin` (default) the process re-executes itself pinned to one core with XLA's intra-op
+thread pool off, so both sides run on one core: the reference is single-threaded Python, and
+on two cores XLA's pool threads add spin time that process_time counts (at 2,048 requests the
+unpinned JAX side needed ~1.6-2x the CPU time per request for the same work).
 
 Episode lengths (`--tables`, default 64 ... 8,192): the engine works on an active-request window
 of `--window` slots (engine.py), so each event costs O(window), not O(K), and the cost per
@@ -52,6 +56,20 @@ _REF = flags.DEFINE_integer("ref_requests", 4096, "requests simulated by the ref
 _RATE = flags.DEFINE_float("rate_scale", 1.0, "load knob (x the trace rate)")
 _REPS = flags.DEFINE_integer("reps", 2, "timed repetitions per side (best kept)")
 _EXTRA = flags.DEFINE_bool("extra_rows", True, "also time static / 1-GPU continuous batching")
+_PIN = flags.DEFINE_bool("pin", True, "run on one core, XLA intra-op threads off (module doc)")
+_PINNED_ENV = "JAXRL_BENCH_PINNED"
+_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+
+
+def _pin_and_reexec():
+  """Re-executes this script pinned to one core (the affinity is inherited by every thread
+  XLA starts later) with XLA's intra-op thread pool off."""
+  cpu = min(os.sched_getaffinity(0))
+  os.sched_setaffinity(0, {cpu})
+  env = dict(os.environ, **{_PINNED_ENV: str(cpu)})
+  env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + _ONE_THREAD).strip()
+  os.execve(sys.executable, [sys.executable, "-m", "experiments.bench_serving"] + sys.argv[1:],
+            env)
 
 MAX_EVENTS = 4096  # per decision step: a safety bound only (a run that hits it is an error)
 
@@ -175,6 +193,8 @@ def _row(name, r):
 
 def main(argv):
   del argv
+  if _PIN.value and _PINNED_ENV not in os.environ:
+    _pin_and_reexec()
   n, w, reps, refq = _NUM_ENVS.value, _WINDOW.value, _REPS.value, _REF.value
   tables = [int(x) for x in _TABLES.value]
   rows = []
@@ -189,8 +209,11 @@ def main(argv):
                  dict(bench_continuous(n, k, refq, window=w, reps=reps), k=k)))
     rows.append((f"ServingBatch-v0 static, 1 GPU, K={k}",
                  dict(bench_static(n, k, refq, reps=reps), k=k)))
+  pinned = (f"pinned to core {os.environ[_PINNED_ENV]}, XLA intra-op threads off"
+            if _PINNED_ENV in os.environ else f"unpinned ({len(os.sched_getaffinity(0))} cores)")
   print(f"\nJAX: vmap x{n} episodes, window {w} slots, rate x{_RATE.value}; reference: about "
-        f"{refq} requests per rep; best of {reps}; CPU seconds = time.process_time (all threads)")
+        f"{refq} requests per rep; best of {reps}; CPU seconds = time.process_time (all threads);"
+        f" {pinned}; load average {os.getloadavg()[0]:.1f}")
   print(f"{'workload':44s} {'JAX r/cs':>9s} {'ref r/cs':>9s} {'ratio':>7s} {'JAX us/r':>8s} "
         f"{'JAX r/s':>9s} {'ref r/s':>9s} {'ev/req':>6s} {'it/req':>6s} {'rej':>6s} "
         f"{'cmp s':>6s}")

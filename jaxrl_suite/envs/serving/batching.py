@@ -215,7 +215,15 @@ class ContinuousBatching(env_base.EventEnv):
     """First half of a step: sets the cap, lets the arrivals of the step enter; returns
     (state, horizon) (see routing.act)."""
     horizon = s.t + params.decision_dt
-    s = s.replace(eng=s.eng.replace(cap=s.eng.cap.at[0].set(params.levels[action])))
+    # the decode span ends at the decision if the cap changes, else at the step's first arrival
+    # (engine.cut; inf: it runs on)
+    cap = params.levels[action]
+    k = self.table_size
+    first = jnp.where(self.entries(s, params) > 0, s.req.arrival[jnp.minimum(s.nxt, k - 1)],
+                      jnp.inf)
+    t_cut = jnp.where(cap != s.eng.cap[0], s.t, first)
+    eng = engine.cut(s.eng, params.hw, 0, t_cut)
+    s = s.replace(eng=eng.replace(cap=eng.cap.at[0].set(cap)))
     return self._enter_until(s, horizon), horizon
 
   def action_mask(self, s, params):

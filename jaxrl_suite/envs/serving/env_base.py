@@ -87,8 +87,9 @@ class EventEnv(ServingEnv):
 
   def process_event(self, state, g, te, horizon, params):
     """Ends GPU g's iteration (or decode span) at te: (state, requests finished within the SLO)."""
+    del horizon   # spans run across decisions; `act` cuts the GPUs a decision changes
     eng, good, _ = engine.process_event(state.eng, params.hw, g, te, params.slo_ttft,
-                                        params.slo_tpot, horizon, self.fast_forward)
+                                        params.slo_tpot, fast_forward=self.fast_forward)
     return state.replace(eng=eng), good
 
   def finish(self, state, horizon, n_good, params):

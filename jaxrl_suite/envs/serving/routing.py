@@ -100,7 +100,9 @@ class ServingRoute(env_base.EventEnv):
     i = state.nxt
     has = i < k
     ic = jnp.minimum(i, k - 1)
-    eng = engine.insert(state.eng, state.req, ic, action, has)
+    # only the receiving GPU's decode span ends at the arrival; the others run on (engine.cut)
+    eng = engine.cut(state.eng, params.hw, action, jnp.where(has, state.t, jnp.inf))
+    eng = engine.insert(eng, state.req, ic, action, has)
     nxt = i + has.astype(jnp.int32)
     horizon = jnp.where(nxt < k, state.req.arrival[jnp.minimum(nxt, k - 1)],
                         state.t + params.drain_dt)
