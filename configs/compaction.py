@@ -3,10 +3,11 @@
 # COMMAND (full): .venv/bin/python -m experiments.compaction
 # COMMAND (quick, smoke test): .venv/bin/python -m experiments.compaction --quick
 # The warm start is cached in --workdir (default workdirs/compaction); rerunning reuses it.
-# Budget: 2400 warm-start steps x 64 rows; 7 of the 9 variants (segment_indep and segment_grpo
-# are left out by default; add them with --config.variants) x 4 seeds x 30 RL iterations x 16
-# trajectories at H=16. Sized to finish on a shared 2-core machine; the measured wall times are
-# in results/compaction.md.
+# Budget: 2400 warm-start steps x 64 rows; all 9 variants (the 2x3 grid token/segment
+# normalisation x cross-segment GAE / independent GAE / group advantage, the frozen summariser,
+# agent-triggered COMPACT under both normalisations) x 4 seeds x 30 RL iterations x 16
+# trajectories, iterations alternating between H=16 and H=32. Sized to finish on a shared 2-core
+# machine; the measured wall times are in results/compaction.md.
 """Config for experiments/compaction.py."""
 
 import ml_collections
@@ -41,8 +42,11 @@ def get_config(arg=None):
   # control) in the first window; every later window holds [task][<sum> s] and one block, so
   # an answer is the incoming total plus the few events of one block.
   c.window = 52
-  c.train_events = 16            # H during RL (2-3 compactions per episode at W=52)
-  c.eval_events = (8, 16, 32, 64, 128)   # 128: longer than anything seen in training
+  # H during RL: iterations alternate between these horizons (2 and 6 compactions per episode
+  # at W=52), so the summariser is trained on streams as long as 32 events. 64 and 128 are
+  # never seen in training (128: the extrapolation horizon of the verdicts).
+  c.train_events = (16, 32)
+  c.eval_events = (8, 16, 32, 64, 128)
   c.full_context_events = (8,)           # where the whole episode fits the model's max_len
   # Model (tokenizer v2): a 2-layer decoder; max_len holds the longest corpus row.
   c.model = ml_collections.ConfigDict(dict(d_model=64, num_layers=2, num_heads=4, d_ff=256,
@@ -61,10 +65,10 @@ def get_config(arg=None):
   c.warm_row_len = 56
   # RL (lm.token_ppo), identical for every variant: same trajectories per iteration, same
   # iterations, same seeds. GRPO variants use groups of `group_size` rollouts of one stream.
-  # Default grid: 7 variants (the segment-level rows without cross GAE are dropped for budget).
-  # Run order: the rows verdicts (a) and (b) read first.
+  # Every variant, identical budgets and seeds. Run order: the rows verdicts (a) and (b) read
+  # first, then the rest of the 2x3 grid.
   c.variants = ("token_cross", "frozen_summariser", "segment_cross", "agent_token",
-                "agent_segment", "token_indep", "token_grpo")
+                "agent_segment", "token_indep", "segment_indep", "token_grpo", "segment_grpo")
   c.iterations = 30
   c.num_envs = 16
   c.group_size = 4
@@ -87,8 +91,8 @@ def get_config(arg=None):
                                              max_len=56))
     c.warm_steps = 40
     c.warm_batch = 16
-    c.train_events = 16
-    c.eval_events = (8, 16)
+    c.train_events = (8, 16)
+    c.eval_events = (8, 16, 32)
     c.full_context_events = (8,)
     c.variants = ("token_cross", "agent_token")
     c.grad_mass_variants = ("token_cross",)
@@ -111,7 +115,10 @@ def validate(c) -> None:
   if c.num_envs % c.group_size or c.num_envs % c.num_minibatches:
     raise ValueError(f"config.num_envs={c.num_envs} must divide by group_size={c.group_size} "
                      f"and num_minibatches={c.num_minibatches}")
-  if c.train_events > c.env.max_events or max(c.eval_events) > c.env.max_events:
+  if not c.train_events or any(h < 1 for h in c.train_events):
+    raise ValueError(f"config.train_events must be a non-empty tuple of horizons >= 1, got "
+                     f"{c.train_events}")
+  if max(c.train_events) > c.env.max_events or max(c.eval_events) > c.env.max_events:
     raise ValueError(f"config.train_events/eval_events exceed config.env.max_events="
                      f"{c.env.max_events}")
   if c.warm_row_len > c.model.max_len:
@@ -121,5 +128,11 @@ def validate(c) -> None:
     raise ValueError(f"config.window={c.window} exceeds config.model.max_len={c.model.max_len}")
   if c.iterations % c.chunk:
     raise ValueError(f"config.iterations={c.iterations} must be a multiple of chunk={c.chunk}")
-  if c.train_events not in c.eval_events:
-    raise ValueError(f"config.train_events={c.train_events} must be one of eval_events")
+  if any(h not in c.eval_events for h in c.train_events):
+    raise ValueError(f"config.train_events={c.train_events}: each must be one of eval_events")
+  if max(c.eval_events) <= max(c.train_events):
+    raise ValueError(f"config.eval_events={c.eval_events} must include a horizon longer than "
+                     f"every train_events={c.train_events} (the unseen extrapolation horizon)")
+  if c.iterations % len(c.train_events):
+    raise ValueError(f"config.iterations={c.iterations} must be a multiple of "
+                     f"len(train_events)={len(c.train_events)} (equal iterations per horizon)")

@@ -68,7 +68,7 @@ def _load_config_module():
 def setup(config):
   env = sl.StreamLedger(max_events=config.env.max_events,
                         max_events_per_obs=config.env.events_per_obs)
-  p = sl.EnvParams(num_events=config.train_events, num_items=config.env.num_items,
+  p = sl.EnvParams(num_events=min(config.train_events), num_items=config.env.num_items,
                    events_per_obs=config.env.events_per_obs, max_amount=config.env.max_amount,
                    mid_query_prob=config.env.mid_query_prob, mid_reward=config.env.mid_reward,
                    final_reward=config.env.final_reward,
@@ -126,9 +126,12 @@ def train_variant(config, env, p, cfg, params0, variant, seed_keys, progress=Tru
   """Trains one variant for every seed at once (vmap); returns (params [S, ...], vparams,
   curves {metric: [S, iterations]}, wall seconds)."""
   harness, pcfg = ppo_config(config, variant)
-  rcfg = comp.rollout_config(harness, env, p, config.window, config.temperature)
+  # One program for every training horizon: the rollout has the turns of the longest one.
+  rcfg = comp.rollout_config(harness, env, p.replace(num_events=max(config.train_events)),
+                             config.window, config.temperature)
   vcfg = lm_value.ValueConfig("shared")
-  init, step = token_ppo.make_train_step(cfg, vcfg, pcfg, env, p, rcfg, config.num_envs)
+  init, step = comp.make_mixed_train_step(cfg, vcfg, pcfg, env, p, rcfg, config.num_envs,
+                                          config.train_events)
   s = len(seed_keys)
   vparams = jax.vmap(lambda k: lm_value.init_value_params(vcfg, cfg, k))(
       jax.vmap(lambda k: jax.random.fold_in(k, 1))(seed_keys))
@@ -137,13 +140,15 @@ def train_variant(config, env, p, cfg, params0, variant, seed_keys, progress=Tru
 
   def vstep(st, k):
     st, m = jax.vmap(step)(st, jax.random.split(k, s))
-    return st, {n: m[n] for n in ("return", "windows", "invalid", "clip_frac", "approx_kl")}
+    return st, {n: m[n] for n in ("return", "windows", "invalid", "clip_frac", "approx_kl",
+                                  "horizon")}
 
   t0 = time.time()
   state, curves = lm_pretrain.run_chunked(
       vstep, state, jax.random.fold_in(seed_keys[0], 5), config.iterations,  # same keys: every variant
       config.chunk, f"RL {variant}", progress)
   curves = {k: np.asarray(v).T for k, v in curves.items()}    # [S, iterations]
+  state = state[0]                                            # drop the iteration counter
   return state.params, state.vparams, curves, time.time() - t0
 
 
@@ -292,8 +297,8 @@ def run(config, workdir, results_dir=None, progress=True, write=True) -> dict:
 def scale_text(config, cfg, warm_info, walls, wall):
   n = lm_model.num_params(lm_model.init_params(cfg, jax.random.PRNGKey(0)))
   return (f"Scale: one {n}-parameter decoder (d={cfg.d_model}, {cfg.num_layers} layers, "
-          f"max_len {cfg.max_len}), window W={config.window}, RL at H={config.train_events} "
-          f"events ({config.env.events_per_obs} per block), {config.iterations} iterations x "
+          f"max_len {cfg.max_len}), window W={config.window}, RL at H in {tuple(config.train_events)} "
+          f"events ({config.env.events_per_obs} per block; iterations alternate between them), {config.iterations} iterations x "
           f"{config.num_envs} trajectories x {config.epochs} epochs x {config.num_minibatches} "
           f"minibatches per variant, {config.num_seeds} seeds (one shared warm start; RL and "
           f"evaluation sampling repeat per seed), {config.eval_envs} evaluation episodes per seed "
@@ -315,14 +320,32 @@ def late_slope(curve):
   return 10 * ((y - y.mean(1, keepdims=True)) * t).sum(1) / max((t * t).sum(), 1e-12)
 
 
+def at_horizon(curve, horizon, h):
+  """The iterations of curve [S, T] trained at horizon h (horizon [S, T], equal over seeds)."""
+  sel = np.asarray(horizon)[0] == h
+  return np.asarray(curve)[:, sel]
+
+
+def edge_means(y, frac=0.2):
+  """Per-seed means of the first and last `frac` of curve y [S, T] (at least one iteration)."""
+  n = max(1, int(round(frac * y.shape[1])))
+  return y[:, :n].mean(1), y[:, -n:].mean(1)
+
+
+GRID_NORMS = ("token", "segment")
+GRID_ADVS = (("cross", "GAE across boundaries"), ("indep", "independent GAE per window"),
+             ("grpo", "group advantage broadcast"))
+
+
 def analyse(config, rows, curves, mass, exact):
   """Verdict rows and the markdown tables."""
   hs = list(config.eval_events)
-  h_long, h_train = max(hs), config.train_events
+  h_long, trains = max(hs), tuple(config.train_events)
+  h_train = min(trains)
   names = [n for n in ("truncation", "no_rl_summariser", "oracle_summary", "full_context",
                        "no_rl_agent", *config.variants) if n in rows]
   md = ["### Final-answer accuracy vs H (mean [95% CI] over seeds)", "",
-        "| run | " + " | ".join(f"H={h}" + (" (unseen)" if h > h_train * 2 else "")
+        "| run | " + " | ".join(f"H={h}" + (" (unseen)" if h > max(trains) else "")
                               for h in hs) + " |", "|---|" + "---|" * len(hs)]
   for n in names:
     md.append(f"| {n} | " + " | ".join(fmt(rows[n][h]["final_acc"]) if h in rows[n] else "n/a"
@@ -332,16 +355,31 @@ def analyse(config, rows, curves, mass, exact):
   for n in names:
     md.append(f"| {n} | " + " | ".join(fmt(rows[n][h]["mid_acc"]) if h in rows[n] else "n/a"
                                        for h in hs) + " |")
-  md += ["", f"### Summaries and compactions at H={h_train} (train) and H={h_long}", "",
-         "| run | fidelity H=" + f"{h_train} | fidelity H={h_long} | compactions H={h_train} | "
-         f"compactions H={h_long} | invalid H={h_long} |", "|---|---|---|---|---|---|"]
+  sh = [*trains, h_long]
+  md += ["", f"### Summary fidelity and compactions per episode at the training horizons "
+         f"(H={', '.join(map(str, trains))}) and the longest (H={h_long})", "",
+         "Fidelity: share of the written summaries that decode to the true totals.", "",
+         "| run | " + " | ".join(f"fidelity H={h}" for h in sh) + " | "
+         + " | ".join(f"compactions H={h}" for h in sh) + f" | invalid H={h_long} |",
+         "|---|" + "---|" * (2 * len(sh) + 1)]
   for n in names:
     r = rows[n]
-    if h_train not in r:
+    if any(h not in r for h in sh):
       continue
-    md.append(f"| {n} | {fmt(r[h_train]['fidelity'])} | {fmt(r[h_long]['fidelity'])} | "
-              f"{fmt(r[h_train]['compactions'], 2)} | {fmt(r[h_long]['compactions'], 2)} | "
-              f"{fmt(r[h_long]['invalid'])} |")
+    md.append(f"| {n} | " + " | ".join(fmt(r[h]["fidelity"]) for h in sh) + " | "
+              + " | ".join(fmt(r[h]["compactions"], 2) for h in sh)
+              + f" | {fmt(r[h_long]['invalid'])} |")
+  grid = [[f"{nm}_{a}" for a, _ in GRID_ADVS] for nm in GRID_NORMS]
+  if all(v in rows for row in grid for v in row):
+    md += ["", "### The 2x3 grid: final-answer accuracy (normalisation x advantage; same "
+           "budget and seeds)", "", "| H | normalisation | " + " | ".join(d for _, d in GRID_ADVS)
+           + " |", "|---|---|---|---|---|"]
+    for h in (max(trains), h_long):
+      for nm, row in zip(GRID_NORMS, grid):
+        md.append(f"| {h} | {nm} | " + " | ".join(fmt(rows[v][h]["final_acc"]) for v in row)
+                  + " |")
+      md.append(f"| {h} | token - segment (paired) | " + " | ".join(
+          fmt(rows[a][h]["final_acc"] - rows[b][h]["final_acc"]) for a, b in zip(*grid)) + " |")
   md += ["", "### Gradient mass on summary tokens (share of sum_n w_n |A_n|; token share in "
          "brackets), warm start -> after RL", "", "| variant | start | end | summary token share "
          "| summary loss-weight share (end) |", "|---|---|---|---|---|"]
@@ -349,16 +387,19 @@ def analyse(config, rows, curves, mass, exact):
     md.append(f"| {v} | {fmt(m['start']['summary_mass_share'])} | "
               f"{fmt(m['end']['summary_mass_share'])} | {fmt(m['end']['summary_token_share'])} | "
               f"{fmt(m['end']['summary_weight_share'])} |")
-  md += ["", "### Training curves (mean over seeds; return and windows per episode)", "",
-         "Slope: least-squares slope of the training return over the second half of the "
-         "iterations, per 10 iterations (a CI covering 0: the curve has flattened).", "",
-         "| variant | return first 10% | return last 10% | slope, 2nd half (/10 it) | windows "
-         "first 10% | windows last 10% |", "|---|---|---|---|---|---|"]
+  md += ["", "### Training curves per training horizon (mean [95% CI] over seeds)", "",
+         f"Iterations alternate between H={' and H='.join(map(str, trains))}; each row reads "
+         "the iterations of one horizon. Slope: least-squares slope of the training return over "
+         "the second half of that horizon's iterations, per 10 of them (a CI covering 0: the "
+         "curve has flattened). First/last: means over the first and last fifth.", "",
+         "| variant | H | return first | return last | slope, 2nd half (/10 it) | windows "
+         "first | windows last |", "|---|---|---|---|---|---|---|"]
   for v, c in curves.items():
-    n = max(1, len(c["return"][0]) // 10)
-    md.append(f"| {v} | {fmt(c['return'][:, :n].mean(1))} | {fmt(c['return'][:, -n:].mean(1))} |"
-              f" {fmt(late_slope(c['return']))} | {fmt(c['windows'][:, :n].mean(1), 2)} | "
-              f"{fmt(c['windows'][:, -n:].mean(1), 2)} |")
+    for h in trains:
+      y, wn = at_horizon(c["return"], c["horizon"], h), at_horizon(c["windows"], c["horizon"], h)
+      (r0, r1), (w0, w1) = edge_means(y), edge_means(wn)
+      md.append(f"| {v} | {h} | {fmt(r0)} | {fmt(r1)} | {fmt(late_slope(y))} | {fmt(w0, 2)} | "
+                f"{fmt(w1, 2)} |")
 
   claims = []
   # (a) exact invariance + measured effect.
@@ -370,13 +411,26 @@ def analyse(config, rows, curves, mass, exact):
     m, eff_lo, hi = ci(d)
     eff = (f"token - segment (cross GAE) final acc at H={h_long}: {m:+.3f} [{eff_lo:+.3f}, "
            f"{hi:+.3f}]")
+  others = []
+  for a, _ in GRID_ADVS[1:]:
+    if f"token_{a}" in rows and f"segment_{a}" in rows:
+      d_a = rows[f"token_{a}"][h_long]["final_acc"] - rows[f"segment_{a}"][h_long]["final_acc"]
+      others.append(f"{a} {fmt(d_a)}")
+  if others:
+    eff += " (same difference with " + ", ".join(others) + ")"
   drift = ""
   if "agent_token" in curves and "agent_segment" in curves:
-    dt = {v: curves[v]["windows"][:, -max(1, config.iterations // 10):].mean(1)
-          - curves[v]["windows"][:, :max(1, config.iterations // 10)].mean(1)
-          for v in ("agent_token", "agent_segment")}
-    drift = (f"; windows/episode drift over training (agent-triggered): token "
-             f"{fmt(dt['agent_token'], 2)}, segment {fmt(dt['agent_segment'], 2)}")
+    parts_d = []
+    for h in trains:
+      dt = {}
+      for v in ("agent_token", "agent_segment"):
+        w0, w1 = edge_means(at_horizon(curves[v]["windows"], curves[v]["horizon"], h))
+        dt[v] = w1 - w0
+      parts_d.append(f"H={h}: token {fmt(dt['agent_token'], 2)}, segment "
+                     f"{fmt(dt['agent_segment'], 2)}, token - segment "
+                     f"{fmt(dt['agent_token'] - dt['agent_segment'], 2)}")
+    drift = ("; windows/episode drift over training (agent-triggered, last - first fifth) "
+             + "; ".join(parts_d))
   claims.append(results_lib.claim(
       "(a) the normalised loss exactly cancels the compression bias",
       "token-level normalisation makes the loss independent of where compaction splits",
@@ -388,6 +442,11 @@ def analyse(config, rows, curves, mass, exact):
       "tests/compaction) and a measured learning gain of token- over segment-level "
       "normalisation (CI above 0); the exact part alone is 'partly'."))
   # (b) joint RL on compacted trajectories vs the baselines, as a fraction of the gap to oracle.
+  slope_text = ""
+  if "token_cross" in curves:
+    c = curves["token_cross"]
+    slope_text = "; training-return late slope (/10 it) " + ", ".join(
+        f"H={h} {fmt(late_slope(at_horizon(c['return'], c['horizon'], h)))}" for h in trains)
   rl = rows["token_cross"][h_long]["final_acc"]
   base = rows["no_rl_summariser"][h_long]["final_acc"]
   top = rows["oracle_summary"][h_long]["final_acc"]
@@ -413,9 +472,10 @@ def analyse(config, rows, curves, mass, exact):
       "CompactionRL beats truncation, the untrained summariser and a frozen summariser",
       f"CompactionRL (token norm, cross GAE) final acc at H={h_long} {fmt(rl)}; "
       + "; ".join(parts) + f"; gap to the oracle closed over the no-RL summariser {fm:.2f} "
-      f"[{flo:.2f}, {fhi:.2f}]", verdict_b, ci95=(flo, fhi) if np.isfinite(flo) else None,
+      f"[{flo:.2f}, {fhi:.2f}]" + slope_text, verdict_b, ci95=(flo, fhi) if np.isfinite(flo) else None,
       detail="A win needs the 95% CI of the paired difference above 0. Same RL budget and "
-      "seeds for every trained row; the oracle row is the warm start reading true totals."))
+      f"seeds for every trained row (RL at H in {trains}, H={h_long} unseen); the oracle row "
+      "is the warm start reading true totals."))
   # (c) the paper's +7 points as the gain over the no-training summariser at the longest H.
   g = 100 * (rl - base)
   gm, glo, ghi = ci(g)
@@ -425,7 +485,8 @@ def analyse(config, rows, curves, mass, exact):
   claims.append(results_lib.claim(
       "(c) '+7 points' = gain over the no-training summariser at the longest horizon",
       "+7.0 (GLM-4.5-Air SWE-bench Verified 59.8 -> 66.8)",
-      f"{gm:+.1f} points [{glo:+.1f}, {ghi:+.1f}] final acc at H={h_long} (unseen)", verdict_c,
+      f"{gm:+.1f} points [{glo:+.1f}, {ghi:+.1f}] final acc at H={h_long} (unseen; RL at H in "
+      f"{trains})", verdict_c,
       ci95=(glo, ghi), detail="Reproduced: CI above 0 and reaching +7; partly: above 0 only."))
   return claims, "\n".join(md)
 
@@ -449,23 +510,26 @@ def plot(config, rows, curves, path):
     a.set_xlabel("H (events)")
     a.set_title(metric.replace("_", " ") + " (95% CI over seeds)")
   ax[0, 0].legend(fontsize=6)
+  trains = tuple(config.train_events)
+  styles = dict(zip(trains, ("-", "--", ":", "-.")))
   for v, c in curves.items():
     main = v == "token_cross"
-    line, = ax[1, 0].plot(c["return"].mean(0), label=v, lw=2.0 if main else 0.8,
-                          alpha=1.0 if main else 0.6)
-    if main:   # the main variant with its 95% band over seeds and a 5-iteration running mean
-      band = np.array([ci(c["return"][:, i]) for i in range(c["return"].shape[1])])
-      ax[1, 0].fill_between(np.arange(len(band)), band[:, 1], band[:, 2], alpha=0.2,
-                            color=line.get_color())
-      k = min(5, c["return"].shape[1])
-      run_mean = np.convolve(c["return"].mean(0), np.ones(k) / k, mode="valid")
-      ax[1, 0].plot(np.arange(k - 1, c["return"].shape[1]), run_mean, "k--", lw=1.5,
-                    label=f"token_cross, {k}-iteration running mean")
-    ax[1, 1].plot(c["windows"].mean(0), label=v)
-  ax[1, 0].set_title(f"training return at H={config.train_events}")
+    color = None
+    for h in trains:
+      y = at_horizon(c["return"], c["horizon"], h)
+      line, = ax[1, 0].plot(y.mean(0), styles[h], color=color, label=f"{v} H={h}",
+                            lw=2.0 if main else 0.8, alpha=1.0 if main else 0.6)
+      color = line.get_color()
+      if main:   # the main variant with its 95% band over seeds
+        band = np.array([ci(y[:, i]) for i in range(y.shape[1])])
+        ax[1, 0].fill_between(np.arange(len(band)), band[:, 1], band[:, 2], alpha=0.2,
+                              color=color)
+      ax[1, 1].plot(at_horizon(c["windows"], c["horizon"], h).mean(0), styles[h], color=color,
+                    label=f"{v} H={h}", lw=2.0 if main else 0.8)
+  ax[1, 0].set_title("training return per training horizon (iterations of that horizon)")
   ax[1, 1].set_title("windows per episode during training")
-  ax[1, 0].set_xlabel("iteration")
-  ax[1, 1].set_xlabel("iteration")
+  ax[1, 0].set_xlabel("iteration at that horizon")
+  ax[1, 1].set_xlabel("iteration at that horizon")
   ax[1, 0].legend(fontsize=6)
   fig.tight_layout()
   fig.savefig(path, dpi=110)

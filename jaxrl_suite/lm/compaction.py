@@ -247,6 +247,41 @@ def rollout_config(harness: str, env: sl.StreamLedger, params: sl.EnvParams, win
                                   temperature=temperature)
 
 
+def make_mixed_train_step(cfg, vcfg, pcfg, env: sl.StreamLedger, params: sl.EnvParams, rcfg,
+                          num_envs: int, horizons):
+  """Token-PPO on a mix of horizons: iteration i trains at H = horizons[i mod len(horizons)].
+
+  Returns (init(params, vparams, ref_params) -> (TrainState, 0), step((state, i), key) ->
+  ((state, i + 1), metrics)); pure, one compiled program for every horizon (H is a traced
+  EnvParams field; `rcfg` must have the turns of the longest horizon: finished episodes idle),
+  vmappable over seeds. Every iteration is one `token_ppo.make_learner` update on `num_envs`
+  whole trajectories of one horizon, so the loss normalisation of an optimiser step never mixes
+  a trajectory's windows with part of another split (module doc of `lm.token_ppo`).
+  metrics: `token_ppo.rollout_metrics` and the learner's, plus "horizon" (the H trained).
+  """
+  from jaxrl_suite.lm import rollout as lm_rollout
+  from jaxrl_suite.lm import token_ppo
+
+  init_s, update = token_ppo.make_learner(cfg, vcfg, pcfg)
+  hs = jnp.asarray(tuple(horizons), jnp.int32)
+  base = jax.tree.map(jnp.asarray, params)
+
+  def init(p, vp, ref):
+    return init_s(p, vp, ref), jnp.int32(0)
+
+  def step(carry, key):
+    state, i = carry
+    pe = base.replace(num_events=hs[i % hs.shape[0]])
+    k_ro, k_up = jax.random.split(key)
+    ro = lm_rollout.multi_turn_rollout(cfg, state.params, env, pe, k_ro, num_envs, rcfg,
+                                       group_size=pcfg.group_size)
+    state, m = update(state, ro, k_up)
+    return (state, i + 1), {**token_ppo.rollout_metrics(ro), **m,
+                            "horizon": pe.num_events.astype(jnp.float32)}
+
+  return init, step
+
+
 def stepped_turns(ro, agent: bool):
   """bool [B, H]: turns whose action reached the environment (an agent <compact> does not)."""
   trig = (ro.actions[..., 0] == COMPACT) if agent else jnp.zeros_like(ro.turn_valid)

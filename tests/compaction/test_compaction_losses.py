@@ -18,6 +18,7 @@ from jaxrl_suite.lm import advantages as lm_adv
 from jaxrl_suite.lm import compaction as comp
 from jaxrl_suite.lm import rollout as lm_rollout
 from jaxrl_suite.lm import token_ppo
+from jaxrl_suite.lm import value as lm_value
 
 
 def _np_token_loss(theta, adv):
@@ -133,3 +134,77 @@ def test_gae_across_one_boundary_equals_gae_on_the_concatenation(n1, n2, seed, l
   adv, _ = lm_adv.token_gae(ro, jnp.asarray(values), jnp.asarray(rewards), 1.0, 1.0, True)
   np.testing.assert_allclose(np.asarray(adv)[tr], seq_r[::-1].cumsum()[::-1] - seq_v, rtol=1e-5,
                              atol=1e-5)
+
+
+def _layout_rollout(lengths, splits, k=3, w=8):
+  """B trajectories of `lengths[j]` trainable tokens with ids unique to the trajectory
+  (1 + 12 j + i), laid out into K windows of W slots split before `splits[j]` (see
+  `compaction.place`). Only tokens, trainable and the shapes matter to the learner here."""
+  b = len(lengths)
+  tokens = np.zeros((b, k, w), np.int32)
+  for j, (n, cuts) in enumerate(zip(lengths, splits)):
+    idx, _ = comp.place(n, cuts, k, w)
+    tokens[j] = np.where(idx >= 0, 1 + 12 * j + idx, 0)
+  tr = tokens > 0
+  z = lambda *s: jnp.zeros(s, jnp.float32)
+  zb = lambda *s: jnp.zeros(s, bool)
+  return lm_rollout.Rollout(
+      tokens=jnp.asarray(tokens), kind=jnp.asarray(np.where(tr, lm_rollout.KIND_ACTION,
+                                                            lm_rollout.KIND_OBS).astype(np.int8)),
+      turn=jnp.zeros((b, k, w), jnp.int32), trainable=jnp.asarray(tr), log_probs=z(b, k, w),
+      values=z(b, k, w), seg_len=jnp.full((b, k), w, jnp.int32),
+      num_segments=jnp.full((b,), k, jnp.int32), rewards=z(b, 1), terminated=zb(b, 1),
+      truncated=zb(b, 1), turn_valid=jnp.ones((b, 1), bool), actions=jnp.zeros((b, 1, 2), jnp.int32),
+      action_end=jnp.zeros((b, 1), jnp.int32), state_key=jnp.full((b, 1), -1, jnp.int32), info={},
+      compacted=zb(b, 1), segment_overflow=zb(b), group=jnp.arange(b, dtype=jnp.int32))
+
+
+def test_learner_minibatches_keep_trajectories_whole(monkeypatch):
+  """The real `token_ppo.make_learner` update (2 epochs x 2 shuffled minibatches, Adam, clipping)
+  on the same trajectories split into windows in two different ways, with a context-free policy
+  (log pi(u) = log softmax(theta)[u], so re-splitting leaves every token's log-prob unchanged)
+  and advantages attached to the tokens. Token normalisation: the same losses and the same new
+  parameters whatever the split, because minibatches hold whole trajectories. Segment
+  normalisation: the losses move with the split (the bias). And minibatching windows instead
+  of trajectories brings the split dependence back even under token normalisation."""
+  vocab = 64
+  rng = np.random.default_rng(0)
+  adv_table = jnp.asarray(rng.normal(size=vocab), jnp.float32)
+
+  def scores(cfg, vcfg, params, vparams, tokens):
+    logp = jax.nn.log_softmax(params["theta"])[tokens]
+    values = vparams["v"][tokens] if vparams else jnp.zeros(tokens.shape)
+    return lm_value.TokenScores(jnp.zeros(tokens.shape + (1,)), logp, jnp.zeros(tokens.shape),
+                                values)
+
+  monkeypatch.setattr(lm_value, "policy_and_values", scores)
+  adv_fn = lambda ro, v: (jnp.where(ro.trainable, adv_table[ro.tokens], 0.0), jnp.zeros_like(v))
+  lengths = (5, 7, 4, 6)
+  layouts = {"a": _layout_rollout(lengths, ((2,), (3, 5), (1, 2), ())),
+             "b": _layout_rollout(lengths, ((1, 4), (), (3,), (2, 4)))}
+  theta0 = {"theta": jnp.asarray(rng.normal(size=vocab), jnp.float32)}
+  v0 = {"v": jnp.zeros((vocab,), jnp.float32)}
+  key = jax.random.PRNGKey(3)
+
+  def run(norm, ro):
+    pcfg = token_ppo.TokenPPOConfig(epochs=2, num_minibatches=2, lr=0.05, norm=norm)
+    init, update = token_ppo.make_learner(None, lm_value.ValueConfig("shared"), pcfg, adv_fn)
+    st, m = jax.jit(update)(init(theta0, v0, theta0), ro, key)
+    return np.asarray(st.params["theta"]), float(m["pg_loss"])
+
+  tok = {n: run("token", ro) for n, ro in layouts.items()}
+  np.testing.assert_allclose(tok["a"][0], tok["b"][0], rtol=1e-6, atol=1e-7)
+  assert tok["a"][1] == pytest.approx(tok["b"][1], abs=1e-7)
+  assert np.abs(tok["a"][0] - np.asarray(theta0["theta"])).max() > 1e-3   # the update moved
+  seg = {n: run("segment", ro) for n, ro in layouts.items()}
+  assert abs(seg["a"][1] - seg["b"][1]) > 1e-3
+  # Windows as the unit of minibatching ([B*K, 1, W]: each window its own row) mixes windows
+  # of different trajectories; the token normaliser of a minibatch then depends on the split.
+  as_windows = {n: jax.tree.map(lambda x: x.reshape((-1, 1) + x.shape[2:])
+                                if x.ndim == 3 and x.shape[1] == 3 else x, ro)
+                for n, ro in layouts.items()}
+  as_windows = {n: ro._replace(num_segments=jnp.ones((12,), jnp.int32),
+                               seg_len=jnp.full((12, 1), 8, jnp.int32))
+                for n, ro in as_windows.items()}
+  win = {n: run("token", ro) for n, ro in as_windows.items()}
+  assert abs(win["a"][1] - win["b"][1]) > 1e-3
