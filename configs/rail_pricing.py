@@ -9,8 +9,8 @@
 
 import ml_collections
 
-VARIANTS = ("mappo_rel", "ippo_rel", "mappo_mlp", "ippo_mlp", "mappo_rel_delta",
-            "mappo_mlp_delta")
+VARIANTS = tuple(f"{m}_{p}{a}" for m in ("mappo", "ippo") for p in ("rel", "mlp")
+                 for a in ("", "_delta"))
 
 
 def get_config(arg=None):
@@ -29,24 +29,36 @@ def get_config(arg=None):
   # gradient (value loss ~3e3, KL ~1e-5: no learning in the first full run). At 5e-6 an episode
   # return is O(1) (docs/rail_pricing.md, "Why the first RL run did not learn").
   c.reward_scale = 5e-6
-  # Budget: the shared 2-core machine ran at load ~18 when this was set, so the full mode is
-  # small (stated in results/rail_pricing.md): RL up to 18,432 env steps = 1,536 episodes per
-  # seed (the sweep shows whether more would help); every baseline family is tuned on 8 values x
-  # 96 = 768 episodes, which is what its one-parameter grid needs (RL gets twice that).
+  # Budget: every baseline family is tuned on 8 values x 96 = 768 episodes, which is what its
+  # one-parameter grid needs; RL gets 1,536 episodes per seed at main_updates (twice that), and
+  # the MLP variants 3,072 in the sweep, stated in results/rail_pricing.md.
   c.eval_episodes = 96               # per seed and scenario, held-out keys
   c.tune_episodes = 96               # per baseline parameter value; equal to eval_episodes so
                                      # one compiled evaluator serves both
   c.elasticity_episodes = 256
-  # The attention variants cost ~4x the MLP ones on CPU: at the load this ran under (~20 on 2
-  # cores) only one fitted next to the sweep, so IPPO and the delta action form are trained with
-  # the MLP agent here (ippo_rel and mappo_rel_delta are valid variants: --config.variants=...).
-  c.variants = ("mappo_mlp", "ippo_mlp", "mappo_mlp_delta", "mappo_rel")
-  # Budget sweep: the policies are scored at these update counts of one constant-lr run (the
-  # last is the full budget); flattened = last step's revenue ratio CI inside 1 +/- flat_tol.
-  c.budget_updates = (12, 24, 48, 96)
+  # Both learners with both policies, in both action forms: MAPPO/IPPO x relational/MLP (bucket
+  # fares), and relational vs MLP in the paper's +-5% delta form (IPPO: the MAPPO relational
+  # critic doubles the attention cost). Cheap variants first, so a resumed run redoes little.
+  c.variants = ("ippo_mlp", "mappo_mlp", "ippo_mlp_delta", "ippo_rel", "ippo_rel_delta",
+                "mappo_rel")
+  # Budget sweep: the policies are scored on the tuning episodes at these update counts of one
+  # constant-lr run. Measured cost of one update, 5 seeds vmapped (05:23 UTC, load ~3 on 2
+  # cores): mappo_mlp 0.83 s, ippo_mlp 0.56 s, mappo_rel 4.5 s, ippo_rel 2.2-2.4 s, mostly the
+  # rollout. The MLP variants run to the full budget (192 updates = 36,864 env steps = 3,072
+  # episodes per seed); the relational ones stop at rel_max_updates (cost: ~13 quiet CPU-min for
+  # the three to 96, twice that to 192; the whole run is sized to ~30 quiet CPU-min). The main
+  # comparison uses every variant's policy at main_updates (the same budget for all), which the
+  # sweep must show is on the flat part (flattening test below).
+  c.budget_updates = (12, 24, 48, 96, 192)
+  c.main_updates = 96
+  c.rel_max_updates = 96
+  # Plateau test: per seed, the OLS slope of revenue (relative to that seed's mean over the
+  # points) against log2(updates), over the sweep points from main_updates / 4 on; flattened
+  # when the upper 95% CI of the slope over seeds is below flat_tol: one more doubling of the
+  # budget gains less than flat_tol of revenue.
   c.flat_tol = 0.01
   c.rl = ml_collections.ConfigDict(dict(
-      total_timesteps=18_432, num_envs=16, num_steps=12, update_epochs=4, num_minibatches=2,
+      total_timesteps=36_864, num_envs=16, num_steps=12, update_epochs=4, num_minibatches=2,
       lr=1e-3, gamma=1.0, gae_lambda=0.95, ent_coef=0.001, vf_coef=0.5, clip_eps=0.2,
       max_grad_norm=0.5, anneal_lr=False))
   # one attention layer (two in the first run): halves the relational agents' cost so the budget
@@ -58,9 +70,11 @@ def get_config(arg=None):
     c.eval_episodes = 8
     c.tune_episodes = 8
     c.elasticity_episodes = 32
-    c.variants = ("mappo_rel", "mappo_mlp", "mappo_rel_delta")
-    c.rl.total_timesteps = 16 * 12 * 2
-    c.budget_updates = (1, 2)
+    c.variants = ("mappo_rel", "mappo_mlp", "ippo_rel_delta")
+    c.rl.total_timesteps = 16 * 12 * 4
+    c.budget_updates = (1, 2, 4)
+    c.main_updates = 2
+    c.rel_max_updates = 2
     c.agent.embed_dim = 16
     c.agent.num_layers = 1
     c.n_boot = 200
@@ -105,6 +119,15 @@ def validate(c) -> None:
     raise ValueError(f"config.budget_updates must be increasing positive update counts ending at "
                      f"the full budget rl.total_timesteps // (num_envs * num_steps) = {updates}, "
                      f"got {b!r}")
+  for f in ("main_updates", "rel_max_updates"):
+    if c[f] not in b:
+      raise ValueError(f"config.{f} must be one of config.budget_updates {b!r}, got {c[f]!r}")
+  if c.rel_max_updates < c.main_updates:
+    raise ValueError("config.rel_max_updates must be >= config.main_updates (every variant is "
+                     "compared at main_updates)")
+  if sum(c.main_updates / 4 <= x <= c.main_updates for x in b) < 2:
+    raise ValueError("config.budget_updates needs >= 2 points in [main_updates / 4, "
+                     "main_updates] for the plateau test")
   if r.anneal_lr and len(b) > 1:
     raise ValueError("config.rl.anneal_lr must be False with several config.budget_updates (with "
                      "a constant learning rate the first b updates of the run ARE a run of budget "

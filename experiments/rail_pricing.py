@@ -138,26 +138,39 @@ def _ci(x) -> tuple[float, float, float]:
   return stats.mean_ci(np.asarray(x, np.float64))
 
 
-def _flattening(rev: np.ndarray, c) -> dict:
-  """Has the budget sweep flattened? rev [S, B]: tuning-episode revenue per seed and budget.
-  Flattened when the 95% CI of the paired ratio rev[:, -1] / rev[:, -2] (the last step of the
-  sweep) lies inside [1 - tol, 1 + tol], tol = config.flat_tol: more budget no longer moves it."""
-  if rev.shape[1] < 2:
-    return {"ratio": [1.0, 1.0, 1.0], "flattened": False, "tol": c.flat_tol}
-  r, lo, hi = stats.paired_ratio_ci(rev[:, -1], rev[:, -2], n_boot=c.n_boot, seed=c.seed)
-  return {"ratio": [r, lo, hi], "tol": c.flat_tol,
-          "flattened": bool(lo >= 1 - c.flat_tol and hi <= 1 + c.flat_tol)}
+def _flattening(rev: np.ndarray, updates, c) -> dict:
+  """Plateau test of one variant's budget sweep. rev [S, B]: tuning-episode revenue per seed at
+  the budgets `updates` [B]. Over the points with updates >= main_updates / 4, per seed s:
+    y_s(b) = rev[s, b] / mean_b rev[s, b],   slope_s = OLS slope of y_s against log2(updates)
+  (the relative revenue gained per doubling of the budget); mean and Student-t 95% CI over seeds.
+  Flattened when the CI's upper end is below flat_tol: one more doubling gains less than
+  flat_tol at 95% (a falling curve is flat too: more budget would not help). Also the paired
+  revenue ratio of the last budget to main_updates when the sweep runs past it."""
+  u = np.asarray(updates, np.float64)
+  sel = u >= c.main_updates / 4
+  x, y = np.log2(u[sel]), rev[:, sel] / rev[:, sel].mean(1, keepdims=True)
+  xc = x - x.mean()
+  slopes = (y * xc).sum(1) / (xc ** 2).sum()
+  m, lo, hi = _ci(slopes)
+  out = {"slope_per_doubling": [m, lo, hi], "per_seed": slopes.tolist(), "tol": c.flat_tol,
+         "points": u[sel].tolist(), "flattened": bool(hi < c.flat_tol)}
+  im = int(np.flatnonzero(u == c.main_updates)[0])
+  if u[-1] > c.main_updates:
+    out["last_vs_main"] = list(stats.paired_ratio_ci(rev[:, -1], rev[:, im], n_boot=c.n_boot,
+                                                     seed=c.seed))
+  return out
 
 
 def _train_variant(c, name, key, tune_rows, eval_keys, scenarios):
-  """Trains `name` on n_seeds seeds (vmapped) through config.budget_updates; returns (held-out
-  per-seed metrics {scenario: {metric: [S]}}, training curve [S, U], meta, sweep) where sweep
+  """Trains `name` on n_seeds seeds (vmapped) through config.budget_updates (relational variants
+  up to config.rel_max_updates); returns (held-out per-seed metrics of the policies at
+  config.main_updates {scenario: {metric: [S]}}, training curve [S, U], meta, sweep) where sweep
   holds the tuning-episode revenue [S, len(budgets)] of the greedy and the sampled policy."""
-  _, _, amode = _variant(name)
+  _, att, amode = _variant(name)
   env_v, p_v = make_rail(c.instance, action_mode=amode, pad=c.pad, reward_mode=c.reward_mode,
                          demand_level=c.demand_level, reward_scale=c.reward_scale)
   learner, agent = _learner(c, env_v, p_v, name)
-  budgets = list(c.budget_updates)
+  budgets = [b for b in c.budget_updates if not att or b <= c.rel_max_updates]
   step = int(np.gcd.reduce(np.asarray(budgets)))
   rs = jax.jit(jax.vmap(learner.init))(jax.random.split(jax.random.fold_in(key, 1000),
                                                         c.n_seeds))
@@ -173,7 +186,7 @@ def _train_variant(c, name, key, tune_rows, eval_keys, scenarios):
   tune_rev = lambda ps, g: np.asarray(ev_rl(ps, tune_rows, p_v, jnp.asarray(g))
                                       ["revenue_total"], np.float64).mean(1)       # [S]
   curve, sw = [], {"greedy": [], "sampled": []}
-  done = 0
+  done, out, sel = 0, None, None
   while done < budgets[-1]:
     rs, met = run(rs)
     done += step
@@ -181,20 +194,22 @@ def _train_variant(c, name, key, tune_rows, eval_keys, scenarios):
     if done in budgets:
       for m in sw:
         sw[m].append(tune_rev(rs.train_state.params, m == "greedy"))
+    if done == c.main_updates:
+      # greedy vs sampled, chosen on the tuning episodes at the main budget (seed-mean revenue);
+      # the held-out episodes score the policies of this budget, for every variant
+      sel = {m: float(sw[m][-1].mean()) for m in ("greedy", "sampled")}
+      greedy = sel["greedy"] >= sel["sampled"]
+      out = {}
+      for sc, ps_ in scenarios.items():
+        pv = p_v.replace(demand_level=ps_.demand_level)
+        out[sc] = _per_seed(jax.device_get(ev_rl(rs.train_state.params, eval_keys, pv,
+                                                 jnp.asarray(greedy))))
   sweep = {m: np.stack(v, 1) for m, v in sw.items()}                       # [S, B]
   sweep["updates"] = np.asarray(budgets, np.float64)
   sweep["env_steps"] = sweep["updates"] * c.rl.num_envs * c.rl.num_steps
-  # greedy vs sampled, chosen on the tuning episodes at the full budget (seed-mean revenue)
-  sel = {m: float(sweep[m][:, -1].mean()) for m in ("greedy", "sampled")}
-  greedy = sel["greedy"] >= sel["sampled"]
-  params_s = rs.train_state.params
-  out = {}
-  for sc, ps_ in scenarios.items():
-    pv = p_v.replace(demand_level=ps_.demand_level)
-    out[sc] = _per_seed(jax.device_get(ev_rl(params_s, eval_keys, pv, jnp.asarray(greedy))))
-  chosen = sweep["greedy" if greedy else "sampled"]
-  meta = {"selection_revenue": sel, "mode": "greedy" if greedy else "sampled",
-          "updates": budgets[-1], "flattening": _flattening(chosen, c)}
+  mode = "greedy" if greedy else "sampled"
+  meta = {"selection_revenue": sel, "mode": mode, "updates": c.main_updates,
+          "sweep_updates": budgets[-1], "flattening": _flattening(sweep[mode], budgets, c)}
   return out, np.concatenate(curve, 1), meta, sweep
 
 
@@ -377,15 +392,23 @@ def _verdicts(c, el, tuning, rl, rl_meta, base, nash_conv) -> dict:
   # best RL variant and best tuned baseline, both chosen on the tuning episodes
   rm = [b for b in B.BASELINES if b != "cdlp_known"]   # a revenue manager does not know the shock
   best_b = max(rm, key=lambda b: max(tuning[b]["revenue"]))
-  best_rl = max(rl_meta, key=lambda v: max(rl_meta[v]["selection_revenue"].values()))
+  # the claim is about relational MARL: its subject is the best relational variant (by tuning
+  # revenue at the main budget); the best variant of any policy is recorded beside it
+  pick = lambda vs: max(vs, key=lambda v: max(rl_meta[v]["selection_revenue"].values()))
+  rels = [v for v in rl_meta if _variant(v)[1]]
+  best_rl = pick(rels or list(rl_meta))
+  best_any = pick(list(rl_meta))
   for sc in ("train_level", "shift"):
-    a = rl[best_rl][sc]["revenue_total"]
     b = base[best_b][sc]["revenue_total"]
-    r, lo, hi = stats.paired_ratio_ci(a, b, n_boot=c.n_boot, seed=c.seed)
-    comp[f"best_rl_vs_best_rm_{sc}"] = {"rl": best_rl, "baseline": best_b, "ratio": [r, lo, hi]}
+    for tag, pol in (("best_rl", best_rl), ("best_any_rl", best_any)):
+      r, lo, hi = stats.paired_ratio_ci(rl[pol][sc]["revenue_total"], b, n_boot=c.n_boot,
+                                        seed=c.seed)
+      comp[f"{tag}_vs_best_rm_{sc}"] = {"rl": pol, "baseline": best_b, "ratio": [r, lo, hi]}
   r, lo, hi = comp["best_rl_vs_best_rm_train_level"]["ratio"]
   rs, los, his = comp["best_rl_vs_best_rm_shift"]["ratio"]
+  ra, ralo, rahi = comp["best_any_rl_vs_best_rm_train_level"]["ratio"]
   flat = rl_meta[best_rl]["flattening"]
+  n_flat = sum(m["flattening"]["flattened"] for m in rl_meta.values())
   if lo > 1 and los > 1:
     v = "reproduced"
   elif hi < 1 and flat["flattened"]:
@@ -399,23 +422,29 @@ def _verdicts(c, el, tuning, rl, rl_meta, base, nash_conv) -> dict:
       "the paper compares RL methods only (no RM baseline)",
       f"{best_rl} / {best_b} revenue {r:.3f} (shift {rs:.3f} [{los:.3f}, {his:.3f}])", v,
       ci95=(lo, hi),
-      detail=f"held-out episodes, training demand level; best baseline by tuning revenue; RL "
-             f"budget sweep: last step x{flat['ratio'][0]:.3f} [{flat['ratio'][1]:.3f}, "
-             f"{flat['ratio'][2]:.3f}] ({'flattened' if flat['flattened'] else 'still moving'} "
-             f"at tol {flat['tol']:.0%})"))
-  # relational vs MLP ablation
+      detail=f"held-out episodes, training demand level; every RL variant at "
+             f"{c.main_updates} updates; best baseline by tuning revenue; {best_rl}'s budget "
+             f"sweep: {_flat_text(flat)}; variants flattened: {n_flat}/{len(rl_meta)}; best "
+             f"variant of any policy {best_any} / {best_b} x{ra:.3f} [{ralo:.3f}, {rahi:.3f}]"))
+  # relational vs MLP ablation, per learner and action form
   for mode in ("mappo", "ippo"):
-    if f"{mode}_rel" in rl and f"{mode}_mlp" in rl:
-      a = rl[f"{mode}_rel"]["train_level"]["revenue_total"]
-      b = rl[f"{mode}_mlp"]["train_level"]["revenue_total"]
+    for form in ("", "_delta"):
+      rel, mlp = f"{mode}_rel{form}", f"{mode}_mlp{form}"
+      if rel not in rl or mlp not in rl:
+        continue
+      a = rl[rel]["train_level"]["revenue_total"]
+      b = rl[mlp]["train_level"]["revenue_total"]
       r, lo, hi = stats.paired_ratio_ci(a, b, n_boot=c.n_boot, seed=c.seed)
-      comp[f"{mode}_rel_vs_mlp"] = [r, lo, hi]
+      comp[f"{rel}_vs_mlp"] = [r, lo, hi]
       v = "reproduced" if lo > 1 else ("contradicted" if hi < 1 else "inconclusive")
+      what = "fare buckets" if not form else "+-5% delta form"
       claims.append(results.claim(
-          f"relational structure helps ({mode}: attention over train tokens vs MLP on own "
-          "features)", "attention (MAAC) helps with heterogeneous demand (arXiv 2501.08234)",
+          f"relational structure helps ({mode}, {what}: attention over train tokens vs MLP on "
+          "own features)", "attention (MAAC) helps with heterogeneous demand (arXiv 2501.08234)",
           f"revenue ratio {r:.3f}", v, ci95=(lo, hi),
-          detail="same learner, budget and seeds; held-out episodes"))
+          detail=f"same learner, budget ({c.main_updates} updates) and seeds; held-out "
+                 f"episodes; sweeps: {rel} {_flat_text(rl_meta[rel]['flattening'])}, {mlp} "
+                 f"{_flat_text(rl_meta[mlp]['flattening'])}"))
   # collusion index of the best RL variant
   pn = base["nash"]["train_level"]["revenue_total"]
   pm = base["monopoly"]["train_level"]["revenue_total"]
@@ -423,6 +452,9 @@ def _verdicts(c, el, tuning, rl, rl_meta, base, nash_conv) -> dict:
   delta = competition.collusion_index(pi, pn, pm)
   d, dlo, dhi = _ci(delta)
   comp["collusion_index"] = {"policy": best_rl, "per_seed": delta.tolist(), "ci": [d, dlo, dhi]}
+  comp["collusion_index_by_variant"] = {
+      v: list(_ci(competition.collusion_index(rl[v]["train_level"]["revenue_total"], pn, pm)))
+      for v in rl}
   v = "reproduced" if dlo > 0 else ("contradicted" if dhi < 0 else "inconclusive")
   claims.append(results.claim(
       "competing RL operators learn supra-competitive prices (collusion index > 0)",
@@ -438,6 +470,18 @@ def _verdicts(c, el, tuning, rl, rl_meta, base, nash_conv) -> dict:
   return {"claims": claims, "comparisons": comp}
 
 
+def _flat_text(f) -> str:
+  """One line on a plateau test (_flattening)."""
+  m, lo, hi = f["slope_per_doubling"]
+  t = (f"slope {m:+.2%} [{lo:+.2%}, {hi:+.2%}] per doubling over {int(f['points'][0])}-"
+       f"{int(f['points'][-1])} updates ({'flat' if f['flattened'] else 'not flat'} at "
+       f"tol {f['tol']:.0%})")
+  if "last_vs_main" in f:
+    r, rlo, rhi = f["last_vs_main"]
+    t += f", {int(f['points'][-1])} vs main budget x{r:.3f} [{rlo:.3f}, {rhi:.3f}]"
+  return t
+
+
 def _fmt(ci, nd=0, scale=1.0):
   m, lo, hi = (x * scale for x in ci)
   return f"{m:,.{nd}f} [{lo:,.{nd}f}, {hi:,.{nd}f}]"
@@ -448,8 +492,10 @@ def _markdown(c, el, tuned, rl_meta, table, rec, nash_lv, mono_lv, nash_conv, ti
   lines = ["RailRM-v0 `ecml` line (5 stations, 9 trains of 3 operators, 400 seats per leg, 12 "
            "weekly periods), reward = operator revenue. Means with 95% CIs over "
            f"{c.n_seeds} seeds (RL training seeds = held-out evaluation groups of "
-           f"{c.eval_episodes} episodes each). RL budget {c.rl.total_timesteps:,} env steps "
-           f"per seed ({c.rl.total_timesteps // 12:,} episodes); every baseline family tuned on "
+           f"{c.eval_episodes} episodes each). RL compared at {c.main_updates} updates = "
+           f"{c.main_updates * c.rl.num_envs * c.rl.num_steps:,} env steps per seed "
+           f"({c.main_updates * c.rl.num_envs:,} episodes; the sweep runs the MLP variants to "
+           f"{c.budget_updates[-1]} updates); every baseline family tuned on "
            f"{c.tune_episodes} x 8 = {c.tune_episodes * 8:,} episodes.", ""]
   lines += ["## Calibration", "", "| segment | target | measured (rollouts) | UK range |",
             "|---|---|---|---|"]
@@ -474,24 +520,32 @@ def _markdown(c, el, tuned, rl_meta, table, rec, nash_lv, mono_lv, nash_conv, ti
     lines += ["Revenue per operator (GBP k): " + "; ".join(
         f"{pol}: " + ", ".join(f"op{o} {r[0] / 1e3:.1f}" for o, r in enumerate(row["revenue_op"])
                                if r[0] > 0) for pol, row in table[sc].items()), ""]
+  all_u = list(c.budget_updates)
   lines += ["## RL budget sweep", "",
             f"One run per seed at a constant learning rate, scored at each budget on the "
             f"{c.tune_episodes} tuning episodes (the first b updates of the run are a run of "
-            f"budget b). Best tuned baseline on the same episodes: {best_b} "
-            f"{best_b_rev / 1e3:.1f}k. Flattened: the 95% CI of the last step's revenue ratio "
-            f"lies within 1 +/- {c.flat_tol:.0%}.", "",
-            "| variant | eval mode | " + " | ".join(
-                f"{int(u)} upd ({int(e):,} steps)" for u, e in zip(
-                    next(iter(sweep.values()))["updates"],
-                    next(iter(sweep.values()))["env_steps"])) + " | last step | train s |",
-            "|---|---|" + "---|" * (len(c.budget_updates) + 2)]
+            f"budget b; one update = {c.rl.num_envs * c.rl.num_steps} env steps = "
+            f"{c.rl.num_envs} episodes). MLP variants run to {all_u[-1]} updates, relational "
+            f"ones to {c.rel_max_updates} (cost). Every variant is compared at "
+            f"{c.main_updates} updates. Best tuned baseline on the same episodes: {best_b} "
+            f"{best_b_rev / 1e3:.1f}k. Plateau test: per-seed OLS slope of relative revenue "
+            f"against log2(updates) from {c.main_updates / 4:g} updates on; flat when its 95% "
+            f"CI lies below +{c.flat_tol:.0%} per doubling.", "",
+            "| variant | eval mode | " + " | ".join(f"{u} upd" for u in all_u) +
+            " | slope per doubling (95% CI) | last / main | train s |",
+            "|---|---|" + "---|" * (len(all_u) + 3)]
   for v, m in rl_meta.items():
     f = m["flattening"]
     rev = np.asarray(sweep[v][m["mode"]])
-    cells = " | ".join(_fmt(_ci(rev[:, b]), 1, 1e-3) for b in range(rev.shape[1]))
-    lines.append(f"| {v} | {m['mode']} | {cells} | x{f['ratio'][0]:.3f} [{f['ratio'][1]:.3f}, "
-                 f"{f['ratio'][2]:.3f}] ({'flat' if f['flattened'] else 'moving'}) | "
-                 f"{m['train_s']:.0f} |")
+    have = [int(u) for u in np.asarray(sweep[v]["updates"])]
+    cells = " | ".join(_fmt(_ci(rev[:, have.index(u)]), 1, 1e-3) if u in have else "-"
+                       for u in all_u)
+    sl = f["slope_per_doubling"]
+    lm = f.get("last_vs_main")
+    lines.append(f"| {v} | {m['mode']} | {cells} | {sl[0]:+.2%} [{sl[1]:+.2%}, {sl[2]:+.2%}] "
+                 f"({'flat' if f['flattened'] else 'not flat'}) | "
+                 + (f"x{lm[0]:.3f} [{lm[1]:.3f}, {lm[2]:.3f}]" if lm else "-")
+                 + f" | {m['train_s']:.0f} |")
   lines += ["", "## Upper bound", "", bound_line]
   lines += ["", "## Comparisons", "", "```", str(rec["comparisons"]), "```", "",
             "Timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items())]
@@ -514,11 +568,16 @@ def _plot(curves, sweep, rl_meta, best_b, best_b_rev, table, path):
   for name, sw in sweep.items():
     rev = np.asarray(sw[rl_meta[name]["mode"]]) / 1e3
     ci = np.array([_ci(rev[:, b]) for b in range(rev.shape[1])])
-    ax[1].errorbar(sw["env_steps"], ci[:, 0], yerr=[ci[:, 0] - ci[:, 1], ci[:, 2] - ci[:, 0]],
-                   marker="o", capsize=3, label=f"{name} ({rl_meta[name]['mode']})")
+    sl = rl_meta[name]["flattening"]["slope_per_doubling"]
+    ax[1].errorbar(sw["updates"], ci[:, 0], yerr=[ci[:, 0] - ci[:, 1], ci[:, 2] - ci[:, 0]],
+                   marker="o", capsize=3,
+                   label=f"{name} ({rl_meta[name]['mode']}; slope {sl[0]:+.1%} "
+                         f"[{sl[1]:+.1%}, {sl[2]:+.1%}]/doubling)")
   ax[1].axhline(best_b_rev / 1e3, color="k", ls="--", label=f"best tuned baseline ({best_b})")
-  ax[1].set_xscale("log")
-  ax[1].set_xlabel("RL budget, env steps per seed")
+  main = next(iter(rl_meta.values()))["updates"]
+  ax[1].axvline(main, color="grey", ls=":", label=f"main comparison ({main} updates)")
+  ax[1].set_xscale("log", base=2)
+  ax[1].set_xlabel("RL budget, PPO updates per seed (x192 env steps)")
   ax[1].set_ylabel("revenue on tuning episodes, GBP k (95% CI)")
   ax[1].set_title("budget sweep")
   ax[1].legend(fontsize=7)

@@ -14,6 +14,8 @@ from jaxrl_suite.core import results
     ("shift_level", lambda c: c.demand_level, None),
     ("variants", ("mappo_transformer",), None),
     ("budget_updates", (12, 24), None),        # must end at the full budget
+    ("main_updates", 50, "main_updates"),      # must be a sweep point
+    ("rel_max_updates", 48, "rel_max_updates"),  # must be >= main_updates
     ("rl.anneal_lr", True, None),              # a sweep over one run needs a constant lr
     ("rl.gae_lambda", 1.5, "rl.gae_lambda"),
     ("reward_scale", 0.0, None)])
@@ -35,14 +37,27 @@ def test_quick_run_writes_a_valid_record(tmp_path):
   assert rec["mode"] == "quick"
   names = [cl["claim"] for cl in rec["claims"]]
   assert any("UK" in n for n in names) and any("collusion" in n for n in names)
-  uk = [cl for cl in rec["claims"] if "UK" in cl["claim"]][0]
+  uk = [cl for cl in rec["claims"] if "UK rail network" in cl["claim"]][0]
   assert uk["verdict"] == "not reproduced" and "LNER" in uk["detail"]
   for sc in ("train_level", "shift"):
     pols = rec["table"][sc]
     assert {"static", "emsr_b", "emsr_b_mr", "cdlp", "myopic", "cdlp_known", "nash", "monopoly",
-            "mappo_rel", "mappo_mlp", "mappo_rel_delta"} <= set(pols)
+            "mappo_rel", "mappo_mlp", "ippo_rel_delta"} <= set(pols)
     # the upper bound is above every policy on the same episodes
     assert rec["upper_bound"][sc]["holds"]
-  sw = rec["sweep"]["mappo_rel_delta"]
-  assert sw["updates"] == list(c.budget_updates) and len(sw["greedy"][0]) == len(c.budget_updates)
+  # MLP variants sweep to the full budget, relational ones to rel_max_updates; all compared at
+  # main_updates, with a plateau test in the record
+  full = list(c.budget_updates)
+  rel = [b for b in full if b <= c.rel_max_updates]
+  assert rec["sweep"]["mappo_mlp"]["updates"] == full
+  sw = rec["sweep"]["ippo_rel_delta"]
+  assert sw["updates"] == rel and len(sw["greedy"][0]) == len(rel)
+  for v, m in rec["rl"].items():
+    f = m["flattening"]
+    lo, hi = f["slope_per_doubling"][1:]
+    assert m["updates"] == c.main_updates and lo <= hi
+    assert f["flattened"] == (hi < c.flat_tol)
+  assert "last_vs_main" in rec["rl"]["mappo_mlp"]["flattening"]
+  assert "mappo_rel_vs_mlp" in rec["comparisons"]
+  assert set(rec["comparisons"]["collusion_index_by_variant"]) == set(c.variants)
   assert os.path.exists(os.path.join(str(tmp_path), "rail_pricing.png"))
