@@ -61,3 +61,26 @@ def test_quick_run_writes_a_valid_record(tmp_path):
   assert "mappo_rel_vs_mlp" in rec["comparisons"]
   assert set(rec["comparisons"]["collusion_index_by_variant"]) == set(c.variants)
   assert os.path.exists(os.path.join(str(tmp_path), "rail_pricing.png"))
+
+
+def test_plateau_test_separates_a_rising_from_a_flat_sweep():
+  """_flattening: slope of relative revenue per doubling, CI over seeds, flat iff upper < tol."""
+  import numpy as np
+  import configs.rail_pricing as cfg
+  from experiments import rail_pricing
+  c = cfg.get_config()
+  u = np.asarray(c.budget_updates, np.float64)                 # 12 .. 192, main 96
+  rng = np.random.default_rng(0)
+  noise = 1 + 0.002 * rng.standard_normal((5, u.size))
+  base = 250e3 * (1 + 0.02 * rng.standard_normal((5, 1)))     # seed-level offsets cancel
+  rising = base * (1 + 0.05 * np.log2(u / 12)) * noise         # +5% of revenue per doubling
+  flat = base * noise
+  f_up = rail_pricing._flattening(rising, u, c)
+  f_flat = rail_pricing._flattening(flat, u, c)
+  assert f_up["points"] == [24.0, 48.0, 96.0, 192.0]
+  assert not f_up["flattened"] and f_up["slope_per_doubling"][1] > 0.03
+  assert f_flat["flattened"] and abs(f_flat["slope_per_doubling"][0]) < 0.005
+  r, lo, hi = f_up["last_vs_main"]                             # 192 vs 96 updates: +~4.3%
+  assert 1.03 < lo <= r <= hi < 1.06
+  falling = base * (1 - 0.05 * np.log2(u / 12)) * noise        # more budget would not help
+  assert rail_pricing._flattening(falling, u, c)["flattened"]
