@@ -54,11 +54,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # start's ~14% within 20 iterations (run at e1057bf), so RL had no fair chance. GRPO-only
   # probes (3 seeds, 32 trajectories, 15 iterations; fresh evaluation minus the warm start on
   # the same keys): lr 1e-4 +2.6 points (2 of 3 seeds up, 1 equal), lr 3e-4 +6.3 (3 of 3
-  # up). 15 iterations x 32 trajectories (4 task groups of G = 8), the probed budget, is what
-  # the shared box allowed for 7 methods x 5 seeds (each process got ~6% of a core while this
-  # ran; 30 iterations did not fit); the curves in results/stapo.png show whether they
-  # flattened.
-  c.train_steps = 15
+  # up). At 15 iterations x 32 trajectories (run at b862838) GRPO gained only +1.2 points
+  # [-8.3, +10.8] over the warm start and its curve was still rising (+2.3 points per 10
+  # iterations over the last half), so the budget is doubled to 30 iterations: the curves in
+  # results/stapo.png and the late-half slopes in stapo.md show whether they flattened.
+  c.train_steps = 30
   c.train_envs = 32                 # trajectories per iteration
   c.group_size = 8                  # G rollouts per task instance (GRPO / GiGPO / STAPO groups)
   c.lr = 3e-4
@@ -77,7 +77,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.outlier_threshold = 2.0
   c.ema_decay = 0.9
   c.min_count = 2
-  c.eval_envs = 64                  # fresh trajectories per (method, seed) after training
+  c.eval_envs = 128                 # fresh trajectories per (method, seed) after training
   c.chunk = 5
   # methods per vmapped program (0: all at once); bounds memory, see experiments/stapo.py
   c.methods_per_program = 1
