@@ -15,12 +15,17 @@ WINDOW = 10       # < K: requests leave the engine's table (compaction) and full
 N_STEPS = 80
 
 
+CACHE = (6, 3, 2)  # prefix-cache entries per GPU: small, so that LRU eviction happens
+
+
 @functools.lru_cache(maxsize=None)
-def _route_runner():
+def _route_runner(cache: bool = False):
   tr = traces.synthetic("poisson", 400, 20.0, seed=0)
+  if cache:
+    tr = traces.with_prefixes(tr, n_prefixes=4, prefix_blocks=2, seed=0)
   env, p = routing.make_routing(table_size=K, trace=tr, train_frac=None,
                                 cluster=("A100-7B", "L4-7B", "L4-7B"), max_events=32,
-                                window=WINDOW)
+                                window=WINDOW, cache_blocks=CACHE if cache else None)
   assert env.windowed
 
   def run(key, actions, rate, cap):
@@ -35,6 +40,8 @@ def _route_runner():
              "kv_peak": e.kv_peak, "ttft": res.ttft, "finish": res.finish, "gpu": res.gpu,
              "rid": e.rid, "slot_status": e.status, "in_flight": engine.in_flight(e),
              "n_rejected": e.n_rejected, "r": r, "done": done}
+      if cache:
+        rec.update(cached=res.cached, c_hash=e.c_hash, prompt=s2.req.prompt)
       return s2, rec
 
     s, recs = jax.lax.scan(step, s, actions)
@@ -45,9 +52,9 @@ def _route_runner():
 
 @hypothesis.settings(max_examples=8, deadline=None)
 @hypothesis.given(seed=hst.integers(0, 2**30), rate=hst.floats(0.3, 6.0),
-                  cap=hst.sampled_from([1, 4, 64]))
-def test_routing_invariants(seed, rate, cap):
-  run, p = _route_runner()
+                  cap=hst.sampled_from([1, 4, 64]), cache=hst.booleans())
+def test_routing_invariants(seed, rate, cap, cache):
+  run, p = _route_runner(cache)
   key = jax.random.PRNGKey(seed)
   actions = jax.random.randint(jax.random.fold_in(key, 1), (N_STEPS,), 0, 3)
   _, rec = run(key, actions, jnp.float32(rate), jnp.int32(cap))
@@ -83,6 +90,17 @@ def test_routing_invariants(seed, rate, cap):
   ok = status[-1][:n] != engine.REJECTED
   np.testing.assert_array_equal(g[:n][ok], np.asarray(actions)[:n][ok])
   assert np.all(g[:n][~ok] == -1)
+  if cache:
+    # Cached prefix tokens: whole 512-token blocks, or the whole prompt but its last token;
+    # none before admission. Each GPU's cache holds at most its capacity, ids from prompts.
+    c, pr = rec["cached"][-1], rec["prompt"][-1]
+    assert np.all((c % engine.CACHE_BLOCK == 0) | (c == pr - 1)) and np.all(c <= pr - 1)
+    assert np.all(c[(status[-1] == engine.UNROUTED) | (status[-1] == engine.REJECTED)] == 0)
+    ids = set(np.asarray(p.trace.hashes).ravel().tolist()) | {-1}
+    for gi, cb in enumerate(CACHE):
+      held = rec["c_hash"][:, gi]
+      assert np.all(held[:, cb:] == -1)
+      assert set(held.ravel().tolist()) <= ids
 
 
 @functools.lru_cache(maxsize=None)

@@ -120,3 +120,24 @@ def test_steady_state_config_fields_validate(field, value):
   c.engine_settings = "per_gpu"
   with pytest.raises(ValueError, match="engine_settings"):
     cfg_b.validate(c)
+
+
+def test_prefix_cache_evicts_least_recently_used():
+  """engine._cache_insert on one GPU with 3 entries: refreshed blocks survive, the least recently
+  used go first, and the reference simulator's cache does the same."""
+  import jax.numpy as jnp
+  from jaxrl_suite.envs.serving import engine, reference_sim
+  ids = [[10, 11], [12, -1], [10, -1], [13, -1], [14, 15]]   # A B / C / A / D / E F
+  req = engine.Requests(arrival=jnp.zeros(5), prompt=jnp.full(5, 600, jnp.int32),
+                        output=jnp.ones(5, jnp.int32), pred=jnp.zeros(5, jnp.int32),
+                        hashes=jnp.asarray(ids, jnp.int32))
+  eng = engine.init_engine(req, 1, 8, cache_blocks=3)
+  eng = eng.replace(sreq=req)
+  gpu = reference_sim.Gpu(cost_model.A100_7B, 8, 2048, 0.01, cache_blocks=3)
+  reqs = [reference_sim.Req(i, 0.0, 600, 1, h) for i, h in enumerate(ids)]
+  for i, t in enumerate([1.0, 2.0, 3.0, 4.0, 5.0]):
+    eng = engine._cache_insert(eng, 0, jnp.arange(5) == i, t)
+    gpu.cache_insert([reqs[i]], t)
+    assert sorted(np.asarray(eng.c_hash[0]).tolist()) == sorted(gpu.c_hash)
+  # after D (t=4) evicted B (last used 1; A was refreshed at 3), E F (t=5) evict C then A
+  assert sorted(gpu.c_hash) == [13, 14, 15]

@@ -50,6 +50,12 @@ def _write(tmp_path, text, name="t.csv"):
     ("", 1, "empty"),
     ("timestamp,input_length,output_length,hash_ids\n0,10,5,\"[0]\"\nx,10,5,\"[1]\"\n", 3,
      "bad timestamp"),
+    # hash_ids: one id per 512-token block, non-negative integers, a JSON array
+    ("timestamp,input_length,output_length,hash_ids\n0,600,5,\"[0,1]\"\n0,600,5,\"[2]\"\n", 3,
+     "needs ceil(600/512) = 2"),
+    ("timestamp,input_length,output_length,hash_ids\n0,10,5,\"[-1]\"\n", 2, "non-negative"),
+    ("timestamp,input_length,output_length,hash_ids\n0,10,5,\"[1.5]\"\n", 2, "non-negative"),
+    ("timestamp,input_length,output_length,hash_ids\n0,10,5,\"[0,\"\n", 2, "not a JSON array"),
 ])
 def test_malformed_trace_names_file_and_line(tmp_path, body, line, words):
   path = _write(tmp_path, body)
@@ -61,11 +67,37 @@ def test_malformed_trace_names_file_and_line(tmp_path, body, line, words):
 
 def test_mooncake_format(tmp_path):
   path = _write(tmp_path, "timestamp,input_length,output_length,hash_ids\n"
-                "0,100,5,\"[0,1]\"\n3000,200,7,\"[0]\"\n")
+                "0,100,5,\"[0]\"\n3000,1200,7,\"[0,4,5]\"\n")
   tr = traces.load_trace(path)
   np.testing.assert_allclose(tr.arrival, [0.0, 3.0])
-  np.testing.assert_array_equal(tr.prompt, [100, 200])
+  np.testing.assert_array_equal(tr.prompt, [100, 1200])
   np.testing.assert_array_equal(tr.output, [5, 7])
+  np.testing.assert_array_equal(tr.hash_ids, [[0, -1, -1], [0, 4, 5]])
+  # clipping to a 600-token context keeps the first ceil(p / 512) ids of the clipped prompt
+  c = tr.clipped(600, 100)
+  np.testing.assert_array_equal(c.prompt, [100, 593])
+  np.testing.assert_array_equal(c.hash_ids, [[0, -1], [0, 4]])
+
+
+def test_shipped_mooncake_sample():
+  """The Mooncake conversation sample (first 12 minutes, data/ATTRIBUTION.md): the design doc's
+  features (3-s arrival grid, a shared first block, long prompts) and a real reusable prefix."""
+  mc = traces.load_shipped("mooncake_conv")
+  assert len(mc) == 2154 and mc.hash_ids.shape == (2154, 241)
+  off = (np.round(mc.arrival * 1000) + 1500) % 3000 - 1500
+  assert np.all(np.abs(off) <= 2)                                      # 3-s buckets
+  assert np.all(mc.hash_ids[:, 0] == mc.hash_ids[0, 0])                # common system prompt
+  nb = (mc.hash_ids >= 0).sum(1)
+  np.testing.assert_array_equal(nb, -(-mc.prompt // 512))
+  assert 0.4 < (mc.prompt > 8192).mean() < 0.5                         # doc: 45% over 8k
+  # share of prompt blocks seen before in the trace (an infinite cache's reuse): 0.287 in this
+  # 12-minute sample (more over the whole hour, as the cache fills)
+  seen, reused = set(), 0
+  for row in mc.hash_ids:
+    ids = row[row >= 0].tolist()
+    reused += sum(h in seen for h in ids)
+    seen.update(ids)
+  assert reused / nb.sum() == pytest.approx(0.287, abs=0.001)
 
 
 def test_synthetic_generators():

@@ -84,6 +84,7 @@ from jaxrl_suite.envs.serving import cost_model
 WAITING, UNROUTED, RUNNING, DONE, REJECTED = 1, 0, 2, 3, 4
 EMPTY = UNROUTED   # an empty window slot
 INF = jnp.inf
+CACHE_BLOCK = 512  # tokens per prefix-cache block (Mooncake's hash_ids granularity)
 # per-slot fields of `Engine` (permuted together by compaction); `sreq` is permuted alongside
 SLOT_FIELDS = ("gpu", "status", "pf", "pt", "gen", "chunk", "ttft", "finish", "npre", "rid")
 
@@ -123,6 +124,7 @@ class Requests:
   prompt: jax.Array   # int32
   output: jax.Array   # int32, hidden from policies
   pred: jax.Array     # int32 noisy output-length bucket (what policies may see)
+  hashes: jax.Array | None = None   # int32 [K, B] prompt block ids (-1 = none): prefix cache on
 
 
 @struct.dataclass
@@ -133,6 +135,7 @@ class Results:
   ttft: jax.Array      # float [K] absolute time of first token, -1 if none
   finish: jax.Array    # float [K] absolute finish time, -1 if not finished
   npre: jax.Array      # int32 [K] recompute preemptions
+  cached: jax.Array | None = None   # int32 [K] prompt tokens served by the prefix cache
 
 
 @struct.dataclass
@@ -166,6 +169,10 @@ class Engine:
   last_event: jax.Array  # float [], time of the last processed event (monotone)
   n_events: jax.Array  # int32 [], events processed (iterations or decode spans)
   cap_hits: jax.Array  # int32 [], decisions whose event loop hit its iteration cap
+  # prefix cache (None unless the requests carry hashes and `init_engine` got cache sizes)
+  cached: jax.Array | None = None   # int32 [W] prompt tokens served by the cache at admission
+  c_hash: jax.Array | None = None   # int32 [N, C] block id per cache entry, -1 = empty
+  c_time: jax.Array | None = None   # float [N, C] last use (LRU); -inf empty, +inf beyond capacity
 
 
 def window_size(k: int, window: int | None) -> int:
@@ -180,21 +187,37 @@ def physical_slots(k: int, window: int | None) -> int:
   return k if w >= k else min(k, 2 * w)
 
 
-def init_engine(req: Requests, n_gpus: int, cap: jax.Array, window: int | None = None) -> Engine:
+def init_engine(req: Requests, n_gpus: int, cap: jax.Array, window: int | None = None,
+                cache_blocks=None) -> Engine:
   """Empty table (`physical_slots` slots, at most `window` requests in flight) for the episode's
-  requests `req` [K]."""
+  requests `req` [K]. cache_blocks: prefix-cache entries per GPU (static ints, one for all or one
+  per GPU; needs `req.hashes`), None = no prefix cache."""
   k = req.arrival.shape[0]
   w = physical_slots(k, window)
   fz = jnp.zeros((w,), req.arrival.dtype)
   iz = jnp.zeros((w,), jnp.int32)
   fk = jnp.zeros((k,), req.arrival.dtype)
   ik = jnp.zeros((k,), jnp.int32)
-  sreq = Requests(arrival=fz + INF, prompt=iz, output=iz + 1, pred=iz)
+  hashes = None if req.hashes is None else jnp.full((w, req.hashes.shape[1]), -1, jnp.int32)
+  sreq = Requests(arrival=fz + INF, prompt=iz, output=iz + 1, pred=iz, hashes=hashes)
+  cache = {}
+  if cache_blocks is not None:
+    if req.hashes is None:
+      raise ValueError("cache_blocks needs requests with hashes (a trace with hash_ids)")
+    caps = [int(c) for c in (cache_blocks if isinstance(cache_blocks, (tuple, list))
+                             else [cache_blocks] * n_gpus)]
+    if len(caps) != n_gpus or min(caps) < 1:
+      raise ValueError(f"cache_blocks must be >= 1 per GPU ({n_gpus} GPUs), got {cache_blocks}")
+    c = max(caps)
+    beyond = jnp.arange(c)[None, :] >= jnp.asarray(caps)[:, None]
+    cache = dict(cached=iz, c_hash=jnp.full((n_gpus, c), -1, jnp.int32),
+                 c_time=jnp.where(beyond, INF, -INF).astype(fz.dtype))
   zi = jnp.zeros((), jnp.int32)
   return Engine(gpu=iz - 1, status=iz, pf=iz, pt=iz, gen=iz, chunk=iz,
                 ttft=fz - 1, finish=fz - 1, npre=iz, rid=iz - 1, sreq=sreq,
                 hi=zi, window=zi + window_size(k, window), n_in=zi,
-                res=Results(status=ik, gpu=ik - 1, ttft=fk - 1, finish=fk - 1, npre=ik),
+                res=Results(status=ik, gpu=ik - 1, ttft=fk - 1, finish=fk - 1, npre=ik,
+                            cached=None if cache_blocks is None else ik),
                 n_rejected=zi,
                 busy=jnp.zeros((n_gpus,), bool), iter_end=jnp.full((n_gpus,), INF, fz.dtype),
                 cap=jnp.broadcast_to(jnp.asarray(cap, jnp.int32), (n_gpus,)),
@@ -203,7 +226,7 @@ def init_engine(req: Requests, n_gpus: int, cap: jax.Array, window: int | None =
                 n_iter=jnp.zeros((n_gpus,), jnp.int32), reps=jnp.ones((n_gpus,), jnp.int32),
                 t_start=jnp.zeros((n_gpus,), fz.dtype),
                 last_event=jnp.asarray(0.0, fz.dtype), n_events=jnp.zeros((), jnp.int32),
-                cap_hits=jnp.zeros((), jnp.int32))
+                cap_hits=jnp.zeros((), jnp.int32), **cache)
 
 
 def _empty_slot_values(eng: Engine) -> dict:
@@ -211,7 +234,17 @@ def _empty_slot_values(eng: Engine) -> dict:
   z = jnp.zeros((), jnp.int32)
   f = jnp.zeros((), eng.ttft.dtype)
   return dict(gpu=z - 1, status=z + EMPTY, pf=z, pt=z, gen=z, chunk=z, ttft=f - 1, finish=f - 1,
-              npre=z, rid=z - 1)
+              npre=z, rid=z - 1, cached=z)
+
+
+def _slot_fields(eng: Engine) -> tuple[str, ...]:
+  """SLOT_FIELDS, plus `cached` when the prefix cache is on."""
+  return SLOT_FIELDS + (("cached",) if eng.cached is not None else ())
+
+
+def _rows(mask, x):
+  """mask [S] broadcast against a per-slot array x [S, ...]."""
+  return mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim))
 
 
 def _write_results(res: Results, rec: Results, rid) -> Results:
@@ -225,7 +258,8 @@ def _write_results(res: Results, rec: Results, rid) -> Results:
 
 def slot_records(eng: Engine, mask) -> tuple[jax.Array, Results]:
   """(rid [S], Results rows [S]) of the slots in `mask` (rid -1 elsewhere)."""
-  rec = Results(status=eng.status, gpu=eng.gpu, ttft=eng.ttft, finish=eng.finish, npre=eng.npre)
+  rec = Results(status=eng.status, gpu=eng.gpu, ttft=eng.ttft, finish=eng.finish, npre=eng.npre,
+                cached=eng.cached)
   return jnp.where(mask, eng.rid, -1), rec
 
 
@@ -264,11 +298,13 @@ def compact(eng: Engine) -> tuple[Engine, tuple[jax.Array, Results]]:
   n_live = jnp.sum(live).astype(jnp.int32)
   keep = jnp.arange(s) < n_live
   empty = _empty_slot_values(eng)
-  moved = {f: jnp.where(keep, getattr(eng, f)[perm], empty[f]) for f in SLOT_FIELDS}
+  moved = {f: jnp.where(keep, getattr(eng, f)[perm], empty[f]) for f in _slot_fields(eng)}
   sr = eng.sreq
   sempty = Requests(arrival=jnp.asarray(INF, sr.arrival.dtype), prompt=jnp.int32(0),
-                    output=jnp.int32(1), pred=jnp.int32(0))
-  sreq = jax.tree.map(lambda x, e: jnp.where(keep, x[perm], e).astype(x.dtype), sr, sempty)
+                    output=jnp.int32(1), pred=jnp.int32(0),
+                    hashes=None if sr.hashes is None else jnp.int32(-1))
+  sreq = jax.tree.map(lambda x, e: jnp.where(_rows(keep, x), x[perm], e).astype(x.dtype), sr,
+                      sempty)
   return eng.replace(**moved, sreq=sreq, hi=n_live), out
 
 
@@ -298,10 +334,11 @@ def insert(eng: Engine, req: Requests, i, g, valid=True) -> Engine:
   vals = dict(gpu=jnp.asarray(g, jnp.int32), status=jnp.int32(WAITING), pf=jnp.int32(0),
               pt=req.prompt[ic].astype(jnp.int32), gen=jnp.int32(0), chunk=jnp.int32(0),
               ttft=jnp.asarray(-1, eng.ttft.dtype), finish=jnp.asarray(-1, eng.ttft.dtype),
-              npre=jnp.int32(0), rid=jnp.asarray(ic, jnp.int32))
+              npre=jnp.int32(0), rid=jnp.asarray(ic, jnp.int32), cached=jnp.int32(0))
   new = {f: jnp.where(at, vals[f], getattr(eng, f)).astype(getattr(eng, f).dtype)
-         for f in SLOT_FIELDS}
-  sreq = jax.tree.map(lambda x, full: jnp.where(at, full[ic], x).astype(x.dtype), eng.sreq, req)
+         for f in _slot_fields(eng)}
+  sreq = jax.tree.map(lambda x, full: jnp.where(_rows(at, x), full[ic], x).astype(x.dtype),
+                      eng.sreq, req)
   return eng.replace(**new, sreq=sreq, hi=eng.hi + ok.astype(jnp.int32),
                      n_in=jnp.where(valid, jnp.maximum(eng.n_in, ic + 1), eng.n_in),
                      n_rejected=eng.n_rejected + (valid & ~ok).astype(jnp.int32))
@@ -401,6 +438,58 @@ def event_times(eng: Engine) -> jax.Array:
   return jnp.where(eng.busy, eng.iter_end, wake)
 
 
+def _cache_row(x, g):
+  """Row g of a per-GPU [N, C] cache array (one-hot select, as `_pick`)."""
+  sel = (jnp.arange(x.shape[0]) == g)[:, None]
+  return jnp.sum(jnp.where(sel, x, jnp.zeros_like(x)), 0).astype(x.dtype)
+
+
+def _put_row(x, g, row):
+  return jnp.where((jnp.arange(x.shape[0]) == g)[:, None], row[None, :], x)
+
+
+def _hash_eq(hashes, row):
+  """[S, B, C] bool: block b of slot s is cache entry c (valid blocks only)."""
+  return (hashes[:, :, None] == row[None, None, :]) & (hashes >= 0)[:, :, None]
+
+
+def prefix_blocks(hashes, row):
+  """(m [S], eq [S, B, C]): m = leading blocks of each slot's prompt found in the cache row."""
+  eq = _hash_eq(hashes, row)
+  m = jnp.sum(jnp.cumprod(jnp.any(eq, -1).astype(jnp.int32), axis=1), axis=1)
+  return m.astype(jnp.int32), eq
+
+
+def prefix_match(eng: Engine, hashes, prompt) -> jax.Array:
+  """[N] share of a prompt (block ids `hashes` [B], `prompt` tokens) each GPU's cache holds as a
+  prefix: min(512 m_g, prompt) / prompt (what the cache-aware router reads)."""
+  eq = (hashes[None, :, None] == eng.c_hash[:, None, :]) & (hashes >= 0)[None, :, None]
+  m = jnp.sum(jnp.cumprod(jnp.any(eq, -1).astype(jnp.int32), axis=1), axis=1)
+  p = jnp.maximum(prompt, 1).astype(jnp.float32)
+  return jnp.minimum(CACHE_BLOCK * m, prompt).astype(jnp.float32) / p
+
+
+def _cache_insert(eng: Engine, g, fin, te) -> Engine:
+  """The prompt blocks of the slots `fin` [S] (their prefill completed at te on GPU g) enter
+  g's cache. Blocks already cached are refreshed (last use te); the others, in slot order then
+  block order, take the least recently used entries (ties: lowest entry index), at most the
+  GPU's capacity of them. Presence is checked against the cache before this insertion."""
+  h = eng.sreq.hashes
+  row_h, row_t = _cache_row(eng.c_hash, g), _cache_row(eng.c_time, g)
+  cand = fin[:, None] & (h >= 0)
+  eq = _hash_eq(h, row_h)
+  row_t = jnp.where(jnp.any(eq & cand[:, :, None], axis=(0, 1)), te, row_t)
+  new = (cand & ~jnp.any(eq, -1)).reshape(-1)
+  rank = jnp.cumsum(new.astype(jnp.int32)) - 1
+  c = row_h.shape[0]
+  order = jnp.argsort(row_t, stable=True)
+  ok = new & (rank < jnp.sum(row_t < INF))
+  dst = jnp.where(ok, order[jnp.clip(rank, 0, c - 1)], c)
+  row_h = row_h.at[dst].set(h.reshape(-1), mode="drop")
+  row_t = row_t.at[dst].set(jnp.asarray(te, row_t.dtype), mode="drop")
+  return eng.replace(c_hash=_put_row(eng.c_hash, g, row_h), c_time=_put_row(eng.c_time, g, row_t))
+
+
 def complete(eng: Engine, g, te):
   """Applies the effects of GPU g's iteration ending at te. Returns (engine, finished mask [W])."""
   req = eng.sreq
@@ -412,6 +501,8 @@ def complete(eng: Engine, g, te):
   gen = eng.gen + tok.astype(jnp.int32) * _pick(eng.reps, g)
   ttft = jnp.where(tok & (eng.ttft < 0), te, eng.ttft)
   done = tok & (gen >= req.output)
+  if eng.c_hash is not None:
+    eng = _cache_insert(eng, g, mem & prefilling & (pf >= eng.pt), te)
   return eng.replace(pf=pf.astype(jnp.int32), gen=gen.astype(jnp.int32), ttft=ttft,
                      status=jnp.where(done, DONE, eng.status).astype(jnp.int32),
                      finish=jnp.where(done, te, eng.finish),
@@ -446,7 +537,15 @@ def schedule(eng: Engine, hw: Hardware, g, t, span_bound=INF, fast_forward: bool
   # 2. FCFS admission of arrived waiting requests (one stacked cumsum for the three counters).
   wait = mine & (status == WAITING) & (req.arrival <= t)
   pref_cand = (keep & ~dec) | wait
-  rem = jnp.where(pref_cand, pt - pf, 0)
+  caching = eng.c_hash is not None
+  ctok = 0
+  if caching:
+    # prefix cache: an admitted request's prefill starts after its cached leading blocks (at
+    # least its last token is computed); the chunks attend to the cached prefix (pf > 0)
+    row_t = _cache_row(eng.c_time, g)
+    m, eq = prefix_blocks(req.hashes, _cache_row(eng.c_hash, g))
+    ctok = jnp.where(wait, jnp.minimum(CACHE_BLOCK * m, pt - 1), 0)
+  rem = jnp.where(pref_cand, pt - pf - ctok, 0)
   cums = _cumsum(jnp.stack([rem, wait.astype(jnp.int32), jnp.where(wait, _blocks(pt), 0)]), ft)
   pre_cum = cums[0] - rem
   w_rank, w_blk_cum = cums[1], cums[2]
@@ -457,6 +556,14 @@ def schedule(eng: Engine, hw: Hardware, g, t, span_bound=INF, fast_forward: bool
   first_fail = jnp.where(jnp.any(failed), jnp.argmax(failed), failed.shape[0])
   admit = ok & (jnp.arange(failed.shape[0]) < first_fail)
   status = jnp.where(admit, RUNNING, status)
+  cache = {}
+  if caching:
+    pf = jnp.where(admit, ctok, pf)
+    hit = admit[:, None] & (jnp.arange(req.hashes.shape[1])[None, :] < m[:, None])
+    row_t = jnp.where(jnp.any(eq & hit[:, :, None], axis=(0, 1)), t, row_t)   # LRU: last use
+    cache = dict(c_time=_put_row(eng.c_time, g, row_t),
+                 cached=jnp.where(admit & (eng.npre == 0) & ~pre, ctok, eng.cached
+                                  ).astype(jnp.int32))
   # 3. Token allocation: decodes 1 each, prefill chunks FCFS from the remaining budget.
   pref = (keep & ~dec) | admit
   chunk_p = jnp.clip(budget - pre_cum, 0, rem)
@@ -501,7 +608,7 @@ def schedule(eng: Engine, hw: Hardware, g, t, span_bound=INF, fast_forward: bool
                      kv_base=_put(eng.kv_base, g, _pick(eng.kv_peak, g)),
                      n_iter=_put(eng.n_iter, g, _pick(eng.n_iter, g) + jnp.where(busy, reps, 0)),
                      reps=_put(eng.reps, g, jnp.where(busy, reps, 1)),
-                     t_start=_put(eng.t_start, g, t))
+                     t_start=_put(eng.t_start, g, t), **cache)
 
 
 def _gpu_onehot(eng: Engine, dtype) -> jax.Array:

@@ -160,6 +160,8 @@ def episode_arrays(state, as_numpy: bool = True) -> dict[str, Any]:
   if hasattr(state, "eng"):
     e = engine.results(state.eng)
     d = {"status": e.status, "ttft": e.ttft, "finish": e.finish, "gpu": e.gpu, "npre": e.npre}
+    if e.cached is not None:
+      d["cached"] = e.cached
   else:
     d = {"status": state.status, "ttft": state.ttft, "finish": state.finish,
          "gpu": jnp.zeros_like(state.status), "npre": jnp.zeros_like(state.status)}
@@ -181,6 +183,8 @@ def metrics(arr: dict[str, np.ndarray], slo_ttft: float, slo_tpot: float,
   segregation = P(fast GPU | long) - P(fast GPU | short), fast = H100/A100 types (0 = no
   segregation, 1 = perfect), "long" = true output > LONG_OUTPUT tokens. `rejected`: requests
   turned away by a full engine window (engine.py), counted as SLO misses.
+  cache_hit_rate (prefix cache on): prompt tokens served by the cache at admission / prompt
+  tokens, over the requests that were admitted (engine.py).
   """
   if not 0 <= warmup < len(arr["status"]):
     raise ValueError(f"warmup={warmup} must be in [0, {len(arr['status'])})")
@@ -200,6 +204,10 @@ def metrics(arr: dict[str, np.ndarray], slo_ttft: float, slo_tpot: float,
          "e2e_p50": pct(e2e, 50), "e2e_p99": pct(e2e, 99),
          "preemptions": float(arr["npre"].sum()),
          "rejected": float((arr["status"] == engine.REJECTED).sum())}
+  if "cached" in arr:
+    adm = (arr["status"] == engine.DONE) | (arr["status"] == engine.RUNNING)
+    out["cache_hit_rate"] = (arr["cached"][adm].sum() / max(arr["prompt"][adm].sum(), 1)
+                             if adm.any() else float("nan"))
   if type_id is not None:
     names = list(cost_model.GPU_TYPES)
     fast_types = [names.index("H100-7B"), names.index("A100-7B"), names.index("A100x4-70B")]

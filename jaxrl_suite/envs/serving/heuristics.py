@@ -15,6 +15,12 @@ Routing (ServingRoute-v0, `routing.split_obs` layout):
   task assignment: predicted size above a tuned threshold goes to the fast pool H100/A100, below to
   the L4s, least-outstanding-tokens within a pool), idle_first (fastest idle GPU, else LOT),
   least_work (heterogeneity-aware: expected drain time from each GPU's cost constants).
+  cache_aware (needs the prefix-cache observation, `make_routing(cache_blocks=...)`): SGLang's
+  router: the GPU whose cache holds the longest prefix of the prompt if that share is at least
+  `thr`, else the least loaded (fewest outstanding); pure load balancing whenever the load is
+  imbalanced (busiest - idlest > `bal_abs` and busiest > `bal_rel` x idlest). SGLang's defaults
+  are thr 0.3, bal_abs 64, bal_rel 1.5; `cache_grid` tunes thr and bal_abs (64 requests is
+  more than this engine window ever holds).
 """
 
 from __future__ import annotations
@@ -129,9 +135,24 @@ def make_router(name: str, n_gpus: int):
       t = ((v["prefill_tokens"] + p_new) * v["alpha"]
            + (v["decode_tokens"] + d_new) * v["t_w"] / width)
       return _argmin(t)
+    if name == "cache_aware":
+      if "prefix_match" not in v:
+        raise ValueError("cache_aware needs the prefix-cache observation (cache_blocks)")
+      q, match = v["outstanding"], v["prefix_match"]
+      hi, lo = jnp.max(q, -1), jnp.min(q, -1)
+      imbalanced = (hi - lo > params["bal_abs"]) & (hi > params["bal_rel"] * lo)
+      best = jnp.argmax(match, -1).astype(jnp.int32)
+      hit = jnp.max(match, -1) >= params["thr"]
+      return jnp.where(~imbalanced & hit, best, _argmin(q)).astype(jnp.int32)
     raise ValueError(f"unknown router {name!r}")
 
   return policy
+
+
+def cache_grid():
+  """Tuning grid of the cache-aware router (bal_rel at SGLang's 1.5)."""
+  return {"cache_aware": [{"thr": t, "bal_abs": b, "bal_rel": 1.5}
+                          for t in (0.1, 0.3, 0.5, 0.8) for b in (4.0, 8.0, 16.0, 64.0)]}
 
 
 ROUTERS = ("random", "round_robin", "jsq", "lot", "power_of_two", "sita", "idle_first",

@@ -7,6 +7,7 @@ first-token and completion times. Rules: see `engine.py` (continuous) and `batch
     ref = RefCluster(specs, arrival, prompt, output, cap=128)
     ref.run_routing(lambda sim, i: i % n)          # route request i; returns per-request arrays
     RefCluster(..., window=W)                      # at most W requests in flight, as engine.py
+    RefCluster(..., hashes=H, cache_blocks=C)      # prefix cache (engine.py rules), H [K, B]
 
 Finished requests leave their GPU's list, so an event costs O(requests in flight) here too.
     simulate_static(spec, arrival, prompt, output, choose_b, wait_dt)
@@ -22,6 +23,7 @@ import numpy as np
 from jaxrl_suite.envs.serving import cost_model
 
 BLOCK = cost_model.BLOCK_TOKENS
+CACHE_BLOCK = 512
 UNROUTED, WAITING, RUNNING, DONE, REJECTED = 0, 1, 2, 3, 4
 
 
@@ -31,10 +33,11 @@ def _blocks(tokens: int) -> int:
 
 class Req:
   __slots__ = ("idx", "arrival", "p", "o", "gpu", "status", "pf", "pt", "gen", "chunk", "ttft",
-               "finish", "npre")
+               "finish", "npre", "h", "cached")
 
-  def __init__(self, idx, arrival, p, o):
+  def __init__(self, idx, arrival, p, o, h=()):
     self.idx, self.arrival, self.p, self.o = idx, float(arrival), int(p), int(o)
+    self.h, self.cached = [int(x) for x in h if x >= 0], 0
     self.gpu, self.status, self.pf, self.pt, self.gen, self.chunk = -1, UNROUTED, 0, int(p), 0, 0
     self.ttft, self.finish, self.npre = -1.0, -1.0, 0
 
@@ -44,7 +47,7 @@ class Req:
 
 class Gpu:
   def __init__(self, spec: cost_model.GPUSpec, cap: int, max_batched_tokens: int,
-               watermark_frac: float):
+               watermark_frac: float, cache_blocks: int = 0):
     self.spec = spec
     self.cap = cap
     self.mbt = max_batched_tokens
@@ -56,6 +59,34 @@ class Gpu:
     self.kv_used = 0
     self.kv_peak = 0
     self.batch: list[Req] = []
+    # prefix cache: entry j holds block id c_hash[j] (-1 empty), last used at c_time[j]
+    self.c_hash = [-1] * cache_blocks
+    self.c_time = [-np.inf] * cache_blocks
+
+  def prefix_blocks(self, r: Req) -> int:
+    """Leading blocks of r's prompt found in the cache."""
+    have, m = set(self.c_hash), 0
+    for h in r.h:
+      if h not in have:
+        break
+      m += 1
+    return m
+
+  def touch(self, ids, t: float):
+    ids = set(ids)
+    for j, h in enumerate(self.c_hash):
+      if h >= 0 and h in ids:
+        self.c_time[j] = t
+
+  def cache_insert(self, reqs: list[Req], te: float):
+    """engine._cache_insert: refresh the cached blocks, then the new ones (request order, block
+    order) take the least recently used entries (ties: lowest index)."""
+    have = set(self.c_hash)
+    self.touch([h for r in reqs for h in r.h if h in have], te)
+    new = [h for r in reqs for h in r.h if h not in have]
+    order = sorted(range(len(self.c_hash)), key=lambda j: (self.c_time[j], j))
+    for j, h in zip(order, new):
+      self.c_hash[j], self.c_time[j] = h, te
 
 
 class RefCluster:
@@ -63,14 +94,20 @@ class RefCluster:
 
   def __init__(self, specs: Sequence[cost_model.GPUSpec], arrival, prompt, output, cap=128,
                max_batched_tokens: int | Sequence[int] = 2048, watermark_frac: float = 0.01,
-               window: int | None = None):
+               window: int | None = None, hashes=None, cache_blocks=None):
     mbt = ([max_batched_tokens] * len(specs) if np.ndim(max_batched_tokens) == 0
            else list(max_batched_tokens))
     caps = [cap] * len(specs) if np.ndim(cap) == 0 else list(cap)
-    self.gpus = [Gpu(s, int(c), int(m), watermark_frac) for s, c, m in zip(specs, caps, mbt)]
+    self.caching = cache_blocks is not None
+    cb = ([0] * len(specs) if cache_blocks is None else
+          [cache_blocks] * len(specs) if np.ndim(cache_blocks) == 0 else list(cache_blocks))
+    self.gpus = [Gpu(s, int(c), int(m), watermark_frac, int(b))
+                 for s, c, m, b in zip(specs, caps, mbt, cb)]
     self.window = window
     self.in_flight = 0
-    self.reqs = [Req(i, a, p, o) for i, (a, p, o) in enumerate(zip(arrival, prompt, output))]
+    hs = [()] * len(arrival) if hashes is None else [list(h) for h in np.asarray(hashes)]
+    self.reqs = [Req(i, a, p, o, h)
+                 for i, (a, p, o, h) in enumerate(zip(arrival, prompt, output, hs))]
     self.heap: list[tuple[float, int, int]] = []
     self.version = [0] * len(specs)
     self.event_log: list[float] = []
@@ -117,10 +154,13 @@ class RefCluster:
 
   # -- one iteration
   def _complete(self, gpu: Gpu, te: float):
+    prefilled = []
     for r in gpu.batch:
       if r.pf < r.pt:
         r.pf += r.chunk
         emits = r.pf >= r.pt
+        if emits:
+          prefilled.append(r)
       else:
         emits = True
       if emits:
@@ -133,6 +173,8 @@ class RefCluster:
       r.chunk = 0
     gpu.batch = []
     gpu.reqs = [r for r in gpu.reqs if r.status != DONE]
+    if self.caching and prefilled:
+      gpu.cache_insert(sorted(prefilled, key=lambda r: r.idx), te)
 
   def _schedule(self, g: int, t: float):
     gpu = self.gpus[g]
@@ -152,6 +194,7 @@ class RefCluster:
     budget = gpu.mbt - len(decode)
     pre_cum = sum(r.pt - r.pf for r in prefill)
     admitted, w_blocks = [], 0
+    hits = []
     for r in [r for r in gpu.reqs if r.status == WAITING and r.arrival <= t]:
       b = _blocks(r.pt)
       if (len(keep) + len(admitted) + 1 <= gpu.cap and free - (w_blocks + b) >= gpu.watermark
@@ -159,9 +202,17 @@ class RefCluster:
         admitted.append(r)
         r.status = RUNNING
         w_blocks += b
+        if self.caching:
+          m = gpu.prefix_blocks(r)
+          r.pf = min(CACHE_BLOCK * m, r.pt - 1)
+          if r.npre == 0:
+            r.cached = r.pf
+          hits += r.h[:m]
         pre_cum += r.pt - r.pf
       else:
         break
+    if hits:
+      gpu.touch(hits, t)
     n_tok, sum_ctx, sum_sq, left = 0, 0, 0, budget
     batch = []
     for r in decode:
@@ -193,6 +244,13 @@ class RefCluster:
         self._push(g, wake)
 
   # -- drivers
+  def prefix_share(self, i: int) -> np.ndarray:
+    """[N] float32 share of request i's prompt that each GPU's cache holds as a prefix
+    (engine.prefix_match)."""
+    r = self.reqs[i]
+    return np.array([np.float32(min(CACHE_BLOCK * g.prefix_blocks(r), r.p)) / np.float32(max(r.p, 1))
+                     for g in self.gpus], np.float32)
+
   def outstanding(self) -> np.ndarray:
     return np.array([len(gpu.reqs) for gpu in self.gpus])
 
@@ -230,7 +288,8 @@ class RefCluster:
   def result(self) -> dict[str, np.ndarray]:
     g = lambda f: np.array([getattr(r, f) for r in self.reqs])
     return {"ttft": g("ttft"), "finish": g("finish"), "status": g("status"), "gpu": g("gpu"),
-            "npre": g("npre"), "kv_peak": np.array([gp.kv_peak for gp in self.gpus])}
+            "npre": g("npre"), "kv_peak": np.array([gp.kv_peak for gp in self.gpus]),
+            "cached": g("cached")}
 
 
 def simulate_static(spec: cost_model.GPUSpec, arrival, prompt, output,

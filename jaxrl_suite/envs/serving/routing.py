@@ -16,7 +16,9 @@ Observation (float32 [N * 12 + N + 6]):
   alpha * 1e4 (prefill cost per token), t_w * 100 (decode step floor), one-hot of the GPU type (3:
   H100, A100, L4-or-other);
   then a one-hot [N] of (request index mod N) (what round-robin needs), and for the request:
-  log1p(prompt) / 9, its predicted output bucket one-hot (4), and a has-request flag.
+  log1p(prompt) / 9, its predicted output bucket one-hot (4), and a has-request flag;
+  with the prefix cache on (`cache_blocks`), then [N] the share of the request's prompt each
+  GPU's cache holds as a prefix (engine.prefix_match; what the cache-aware router reads).
 """
 
 from __future__ import annotations
@@ -65,9 +67,11 @@ class ServingRoute(env_base.EventEnv):
   obs_high = 10.0
 
   def __init__(self, n_gpus: int = 4, table_size: int = 128, max_events: int = 256,
-               fast_forward: bool = True, window: int | None = None):
+               fast_forward: bool = True, window: int | None = None, cache_blocks=None):
     super().__init__(table_size, max_events, fast_forward, window)
     self.n_gpus = n_gpus
+    self.cache_blocks = (None if cache_blocks is None else tuple(int(c) for c in cache_blocks)
+                         if isinstance(cache_blocks, (tuple, list)) else int(cache_blocks))
 
   @property
   def num_actions(self) -> int:
@@ -79,13 +83,14 @@ class ServingRoute(env_base.EventEnv):
 
   @property
   def obs_dim(self) -> int:
-    return self.n_gpus * PER_GPU + self.n_gpus + REQ_FEATS
+    return (self.n_gpus * PER_GPU + self.n_gpus + REQ_FEATS
+            + (self.n_gpus if self.cache_blocks is not None else 0))
 
   def reset_env(self, key, params: EnvParams):
     req = workload.sample_requests(key, params.trace, self.table_size,
                                    workload.draw_rate(key, params.rate_scale, params.rate_mults),
                                    params.window_start, params.pred_acc)
-    eng = engine.init_engine(req, self.n_gpus, params.cap, self.window)
+    eng = engine.init_engine(req, self.n_gpus, params.cap, self.window, self.cache_blocks)
     state = EnvState(eng=eng, req=req, t=req.arrival[0], nxt=jnp.zeros((), jnp.int32),
                      n_good=jnp.zeros((), jnp.int32), time=jnp.zeros((), jnp.int32))
     return self.get_obs(state, params), state
@@ -131,15 +136,23 @@ class ServingRoute(env_base.EventEnv):
     reqf = jnp.concatenate([
         jnp.log1p(f(req.prompt[i]))[None] / 9,
         jax.nn.one_hot(req.pred[i], workload.N_BUCKETS), f(has)[None]]) * f(has)
-    return jnp.concatenate([per.reshape(-1), rr, reqf]).astype(jnp.float32)
+    parts = [per.reshape(-1), rr, reqf]
+    if self.cache_blocks is not None:
+      parts.append(engine.prefix_match(eng, req.hashes[i], req.prompt[i]) * f(has))
+    return jnp.concatenate(parts).astype(jnp.float32)
 
 
 def split_obs(obs: jax.Array, n_gpus: int) -> dict[str, jax.Array]:
-  """Named views of a routing observation (used by the heuristics)."""
+  """Named views of a routing observation (used by the heuristics); "prefix_match" [N] only if
+  the observation has the prefix-cache features."""
   per = obs[..., :n_gpus * PER_GPU].reshape(obs.shape[:-1] + (n_gpus, PER_GPU))
   rr = obs[..., n_gpus * PER_GPU:n_gpus * PER_GPU + n_gpus]
-  r = obs[..., n_gpus * PER_GPU + n_gpus:]
-  return {"outstanding": per[..., 0] * 16, "waiting": per[..., 1] * 16, "running": per[..., 2] * 64,
+  base = n_gpus * PER_GPU + n_gpus
+  r = obs[..., base:base + REQ_FEATS]
+  extra = {}
+  if obs.shape[-1] == base + REQ_FEATS + n_gpus:
+    extra["prefix_match"] = obs[..., base + REQ_FEATS:]
+  return extra | {"outstanding": per[..., 0] * 16, "waiting": per[..., 1] * 16, "running": per[..., 2] * 64,
           "prefill_tokens": per[..., 3] * 8192, "decode_tokens": per[..., 4] * 2048,
           "kv_frac": per[..., 5], "idle": per[..., 6], "alpha": per[..., 7] / 1e4,
           "t_w": per[..., 8] / 100, "type": per[..., 9:12], "rr": rr,
@@ -150,14 +163,22 @@ def split_obs(obs: jax.Array, n_gpus: int) -> dict[str, jax.Array]:
 def default_params(cluster: Sequence[str] = DEFAULT_CLUSTER, trace: str | traces.Trace =
                    "azure_conv", train_frac: float | None = 0.6, part: str = "early",
                    max_batched_tokens: int = 2048, max_model_len: int = 4096,
-                   **overrides: Any) -> EnvParams:
-  """Params for a cluster of GPU types over (the early part of) a trace."""
+                   prefix_cache: bool = False, **overrides: Any) -> EnvParams:
+  """Params for a cluster of GPU types over (the early part of) a trace (with its prompt
+  block ids if `prefix_cache`)."""
   tr = traces.load_shipped(trace) if isinstance(trace, str) else trace
   if train_frac is not None:
     early, late = tr.split(train_frac)
     tr = early if part == "early" else late
   hw = engine.make_hardware([cost_model.GPU_TYPES[c] for c in cluster], max_batched_tokens)
-  return EnvParams(hw=hw, trace=workload.trace_arrays(tr, max_model_len), **overrides)
+  return EnvParams(hw=hw, trace=workload.trace_arrays(tr, max_model_len, hashes=prefix_cache),
+                   **overrides)
+
+
+def default_cache_blocks(cluster: Sequence[str]) -> tuple[int, ...]:
+  """Prefix-cache entries (512-token blocks) per GPU: as many as its KV capacity holds."""
+  return tuple(max(1, cost_model.GPU_TYPES[c].kv_blocks * cost_model.BLOCK_TOKENS
+                   // engine.CACHE_BLOCK) for c in cluster)
 
 
 def engine_settings(cluster: Sequence[str], mode: str, cap: int, max_batched_tokens: int,
@@ -176,10 +197,14 @@ def engine_settings(cluster: Sequence[str], mode: str, cap: int, max_batched_tok
 
 def make_routing(n_gpus: int | None = None, table_size: int = 128, max_events: int = 256,
                  cluster: Sequence[str] = DEFAULT_CLUSTER, fast_forward: bool = True,
-                 window: int | None = None, **param_overrides: Any):
+                 window: int | None = None, cache_blocks=None, **param_overrides: Any):
   """Factory for `ServingRoute-v0`: returns (env, env_params). `window`: engine slots (None =
-  table_size; see env_base.EventEnv)."""
+  table_size; see env_base.EventEnv). cache_blocks: prefix cache entries per GPU (an int, a
+  tuple, "auto" = `default_cache_blocks`, None = no cache; needs a trace with hash_ids)."""
   if n_gpus is not None and n_gpus != len(cluster):
     raise ValueError(f"n_gpus={n_gpus} does not match cluster {cluster}")
-  env = ServingRoute(len(cluster), table_size, max_events, fast_forward, window)
-  return env, default_params(cluster=cluster, **param_overrides)
+  if cache_blocks == "auto":
+    cache_blocks = default_cache_blocks(cluster)
+  env = ServingRoute(len(cluster), table_size, max_events, fast_forward, window, cache_blocks)
+  return env, default_params(cluster=cluster, prefix_cache=cache_blocks is not None,
+                             **param_overrides)

@@ -8,7 +8,10 @@ Supported CSV formats (detected from the header):
   * Azure LLM inference 2023: `TIMESTAMP,ContextTokens,GeneratedTokens`, timestamps
     `YYYY-MM-DD HH:MM:SS.fffffff` (Patel et al., Splitwise, ISCA'24; CC-BY-4.0).
   * Mooncake FAST'25 (converted to CSV): `timestamp,input_length,output_length[,hash_ids]`,
-    timestamp in ms (Qin et al., FAST'25; Apache-2.0).
+    timestamp in ms (Qin et al., FAST'25; Apache-2.0). `hash_ids` (a JSON array string, e.g.
+    `"[0,1,2]"`) names the prompt's 512-token blocks: equal ids = the same prefix block (the
+    last block may be partial), so there are exactly ceil(input_length / 512) of them. They are
+    kept as `Trace.hash_ids` [n, B] (-1 padded) for the prefix cache (engine.py).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import dataclasses
 import datetime as _dt
 import importlib.resources
 import io
+import json
 import os
 
 import numpy as np
@@ -28,7 +32,9 @@ DATA = importlib.resources.files("jaxrl_suite.envs.serving") / "data"
 SHIPPED = {
     "azure_conv": "azure2023_conv_sample.csv",
     "azure_code": "azure2023_code_sample.csv",
+    "mooncake_conv": "mooncake_conv_sample.csv",
 }
+HASH_BLOCK = 512   # tokens per Mooncake hash_ids block
 
 _FORMATS = {
     "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
@@ -47,6 +53,7 @@ class Trace:
   prompt: np.ndarray
   output: np.ndarray
   name: str = "trace"
+  hash_ids: np.ndarray | None = None   # int64 [n, B] prompt block ids (-1 = none), or None
 
   def __len__(self) -> int:
     return int(self.arrival.shape[0])
@@ -61,8 +68,9 @@ class Trace:
 
   def slice(self, lo: int, hi: int, name: str | None = None) -> "Trace":
     a = self.arrival[lo:hi]
+    h = None if self.hash_ids is None else self.hash_ids[lo:hi].copy()
     return Trace(a - a[0], self.prompt[lo:hi].copy(), self.output[lo:hi].copy(),
-                 name or f"{self.name}[{lo}:{hi}]")
+                 name or f"{self.name}[{lo}:{hi}]", h)
 
   def split(self, frac: float) -> tuple["Trace", "Trace"]:
     """(early, late) split at a fraction of the *time* span: train on early, evaluate on late."""
@@ -82,7 +90,60 @@ class Trace:
     (left-truncation, as a serving front end would) so that prompt + output <= max_model_len."""
     o = np.clip(self.output, 1, max_output)
     p = np.clip(self.prompt, 1, max_model_len - o)
-    return dataclasses.replace(self, prompt=p, output=o)
+    return dataclasses.replace(self, prompt=p, output=o, hash_ids=clip_hashes(self.hash_ids, p))
+
+
+def clip_hashes(hash_ids: np.ndarray | None, prompt: np.ndarray) -> np.ndarray | None:
+  """Block ids of prompts clipped to `prompt` tokens: the first ceil(prompt / 512) ids are kept
+  (for the cache a clipped prompt is the prefix of the original; its length is what the
+  clipping statistics report), the columns beyond the longest clipped prompt are dropped."""
+  if hash_ids is None:
+    return None
+  nb = -(-np.asarray(prompt) // HASH_BLOCK)
+  b = max(int(nb.max(initial=0)), 1)
+  h = hash_ids[:, :b].copy()
+  if h.shape[1] < b:
+    h = np.pad(h, ((0, 0), (0, b - h.shape[1])), constant_values=-1)
+  h[np.arange(b)[None, :] >= nb[:, None]] = -1
+  return h
+
+
+def with_prefixes(tr: Trace, n_prefixes: int, prefix_blocks: int = 2, seed: int = 0) -> Trace:
+  """Synthetic hash_ids: each request draws one of `n_prefixes` shared prefixes (Zipf-like
+  popularity) of `prefix_blocks` blocks (fewer if the prompt is shorter); its other blocks are
+  unique. For tests and for a cache study on traces without ids."""
+  rng = np.random.default_rng(seed)
+  nb = -(-tr.prompt // HASH_BLOCK)
+  w = 1.0 / np.arange(1, n_prefixes + 1)
+  pick = rng.choice(n_prefixes, size=len(tr), p=w / w.sum())
+  b = int(nb.max(initial=1))
+  h = np.full((len(tr), b), -1, np.int64)
+  nxt = n_prefixes * prefix_blocks
+  for i in range(len(tr)):
+    for j in range(int(nb[i])):
+      if j < prefix_blocks:
+        h[i, j] = pick[i] * prefix_blocks + j
+      else:
+        h[i, j] = nxt
+        nxt += 1
+  return dataclasses.replace(tr, hash_ids=h, name=f"{tr.name}+prefixes{n_prefixes}")
+
+
+def _parse_hash_ids(raw: str, n_prompt: int, path: str, line: int) -> list[int]:
+  """One row's hash_ids: a JSON array of ceil(input_length / 512) non-negative integers."""
+  try:
+    ids = json.loads(raw)
+  except ValueError:
+    raise TraceError(f"{path}:{line}: hash_ids is not a JSON array: {raw[:40]!r}") from None
+  if not isinstance(ids, list) or not all(isinstance(x, int) and not isinstance(x, bool)
+                                          and x >= 0 for x in ids):
+    raise TraceError(f"{path}:{line}: hash_ids must be a list of non-negative integers, got "
+                     f"{raw[:40]!r}")
+  want = -(-n_prompt // HASH_BLOCK)
+  if len(ids) != want:
+    raise TraceError(f"{path}:{line}: hash_ids has {len(ids)} blocks, input_length {n_prompt} "
+                     f"needs ceil({n_prompt}/{HASH_BLOCK}) = {want}")
+  return ids
 
 
 def _parse_azure_time(s: str) -> float:
@@ -129,7 +190,8 @@ def parse_trace(raw: bytes, path: str, name: str) -> Trace:
     if fmt is None:
       raise TraceError(f"{path}:1: unknown header {header}; expected {list(_FORMATS.values())}")
     idx = [header.index(c) for c in _FORMATS[fmt]]
-    ts, ps, os_ = [], [], []
+    i_hash = header.index("hash_ids") if fmt == "mooncake" and "hash_ids" in header else None
+    ts, ps, os_, hs = [], [], [], []
     prev = -np.inf
     for row in reader:
       line = reader.line_num
@@ -155,13 +217,20 @@ def parse_trace(raw: bytes, path: str, name: str) -> Trace:
         raise TraceError(f"{path}:{line}: timestamps not sorted ({raw_t!r} is earlier than the "
                          "previous row)")
       prev = t
+      if i_hash is not None:
+        hs.append(_parse_hash_ids(row[i_hash], int(raw_p), path, line))
       ts.append(t)
       ps.append(int(raw_p))
       os_.append(int(raw_o))
   if not ts:
     raise TraceError(f"{path}:2: no data rows")
   arr = np.asarray(ts, np.float64)
-  return Trace(arr - arr[0], np.asarray(ps, np.int64), np.asarray(os_, np.int64), name)
+  h = None
+  if i_hash is not None:
+    h = np.full((len(hs), max(max(map(len, hs)), 1)), -1, np.int64)
+    for i, ids in enumerate(hs):
+      h[i, :len(ids)] = ids
+  return Trace(arr - arr[0], np.asarray(ps, np.int64), np.asarray(os_, np.int64), name, h)
 
 
 def load_shipped(name: str = "azure_conv") -> Trace:

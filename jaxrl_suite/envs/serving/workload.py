@@ -28,14 +28,20 @@ class TraceArrays:
   arrival: jax.Array  # float [T] seconds, sorted
   prompt: jax.Array   # int32 [T]
   output: jax.Array   # int32 [T]
+  hashes: jax.Array | None = None   # int32 [T, B] prompt block ids (-1 = none), for the cache
 
 
 def trace_arrays(tr: traces.Trace, max_model_len: int = 4096, max_output: int = 2048,
-                 dtype=float) -> TraceArrays:
-  """Clips a trace to the model's context and stores it as JAX arrays."""
+                 dtype=float, hashes: bool = False) -> TraceArrays:
+  """Clips a trace to the model's context and stores it as JAX arrays (with its prompt block
+  ids if `hashes`: the prefix cache; off by default so that traces with and without ids share
+  one pytree structure)."""
   tr = tr.clipped(max_model_len, max_output)
+  if hashes and tr.hash_ids is None:
+    raise ValueError(f"trace {tr.name!r} has no hash_ids (the prefix cache needs them)")
+  h = jnp.asarray(tr.hash_ids, jnp.int32) if hashes else None
   return TraceArrays(jnp.asarray(tr.arrival, jnp.result_type(dtype)),
-                     jnp.asarray(tr.prompt, jnp.int32), jnp.asarray(tr.output, jnp.int32))
+                     jnp.asarray(tr.prompt, jnp.int32), jnp.asarray(tr.output, jnp.int32), h)
 
 
 def pad_trace(ta: TraceArrays, length: int) -> TraceArrays:
@@ -45,7 +51,7 @@ def pad_trace(ta: TraceArrays, length: int) -> TraceArrays:
   if length < n:
     raise ValueError(f"cannot pad a trace of {n} rows to {length}")
   idx = jnp.minimum(jnp.arange(length), n - 1)
-  return TraceArrays(ta.arrival[idx], ta.prompt[idx], ta.output[idx])
+  return jax.tree.map(lambda x: x[idx], ta)
 
 
 def bucket_of(output) -> jax.Array:
@@ -75,7 +81,9 @@ def sample_requests(key, tr: TraceArrays, k: int, rate_scale, window_start, pred
   true_b = bucket_of(out)
   flip = jax.random.uniform(k_flip, (k,)) >= pred_acc
   pred = jnp.where(flip, jax.random.randint(k_rand, (k,), 0, N_BUCKETS), true_b)
-  return engine.Requests(arrival=arr, prompt=sl(tr.prompt), output=out, pred=pred)
+  h = (None if tr.hashes is None else
+       jax.lax.dynamic_slice(tr.hashes, (start, 0), (k, tr.hashes.shape[1])))
+  return engine.Requests(arrival=arr, prompt=sl(tr.prompt), output=out, pred=pred, hashes=h)
 
 
 def requests_from_trace(tr: traces.Trace, start: int, k: int, rate_scale: float = 1.0,
@@ -86,4 +94,6 @@ def requests_from_trace(tr: traces.Trace, start: int, k: int, rate_scale: float 
   out = jnp.asarray(tr.output, jnp.int32)
   return engine.Requests(arrival=jnp.asarray(tr.arrival / rate_scale, jnp.result_type(dtype)),
                          prompt=jnp.asarray(tr.prompt, jnp.int32), output=out,
-                         pred=bucket_of(out) if pred is None else jnp.asarray(pred, jnp.int32))
+                         pred=bucket_of(out) if pred is None else jnp.asarray(pred, jnp.int32),
+                         hashes=None if tr.hash_ids is None else jnp.asarray(tr.hash_ids,
+                                                                             jnp.int32))
