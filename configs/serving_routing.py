@@ -1,7 +1,7 @@
 """Config: heterogeneous-GPU routing, RL (PPO, REINFORCE) vs tuned routers (ServingRoute-v0).
 
 COMMAND (from the repo root):
-  .venv/bin/python -m experiments.serving_routing                 # full: ~11 min on 2 CPU cores
+  .venv/bin/python -m experiments.serving_routing                 # full: ~30-60 min, shared 2 cores
   .venv/bin/python -m experiments.serving_routing --quick         # quick: ~60-70 s
   .venv/bin/python -m experiments.serving_routing --eval_trace PATH   # saved policy on any trace
 Writes results/serving_routing.{json,md,png}. Shared fields: configs/serving_common.py.
@@ -21,6 +21,18 @@ def get_config(arg=None):
     a.total_timesteps = 512 if quick else 524_288   # 16x the first session (the env is ~10x faster)
     a.gamma = 0.99
   c.ppo.ent_coef = 0.01
+  if not quick:
+    # Steady-state protocol (full mode): episodes of 1,024 consecutive requests (train and
+    # evaluate on the same length) through an engine window of 128 requests in flight (more are
+    # rejected: SLO misses), the first 10% of each episode excluded from its metrics, each GPU
+    # type's own engine settings (cost_model.engine_settings), and loads up to 1.1 of the
+    # capacity measured on these long replays (the 96-request bursts overstated it ~2x).
+    c.train_table = c.eval_table = 1024
+    c.window = 128
+    c.warmup_frac = 0.1
+    c.engine_settings = "per_gpu"
+    c.loads = (0.5, 0.7, 0.9, 1.1)
+    c.max_eval_steps = 4096
   return c
 
 
