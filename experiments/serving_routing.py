@@ -150,13 +150,39 @@ def run(c, quick: bool, workdir: str, eval_trace: str | None = None,
   return {"claims": claims, "summary": summary}
 
 
+def _engine_line(c) -> str:
+  """The engine limits the run used (uniform or each GPU type's own)."""
+  s = routing.engine_settings(tuple(c.cluster), c.engine_settings, c.cap, c.max_batched_tokens,
+                              c.slo_tpot)
+  if c.engine_settings == "uniform":
+    return (f"max_num_seqs {c.cap}, max_num_batched_tokens {c.max_batched_tokens} on every GPU")
+  return ("per GPU type, vLLM defaults with the token budget cut to fit the TPOT SLO: "
+          + ", ".join(f"{g} max_num_seqs {cap} / max_num_batched_tokens {m}"
+                      for g, cap, m in zip(c.cluster, s["cap"], s["max_batched_tokens"])))
+
+
+def _protocol_line(c) -> str:
+  """Episode protocol: bursts at an empty cluster, or long steady-state replays."""
+  if int(c.window) <= 0 and float(c.warmup_frac) == 0:
+    return (f"Episodes: windows of {c.eval_table} consecutive requests arriving at an empty "
+            "cluster (no warm-up excluded).")
+  return (f"Steady-state protocol: episodes of {c.eval_table} consecutive requests (RL trains "
+          f"on {c.train_table}); at most {common.window_of(c) or c.eval_table} requests in "
+          "flight in the engine (an arrival beyond that is rejected and counts as an SLO miss; "
+          "`rejected` in the JSON summary); the first "
+          f"{common.warmup_of(c)} requests of each episode ({c.warmup_frac:.0%}) are excluded "
+          "from its metrics. Capacity and loads are measured on these long replays.")
+
+
 def _markdown(c, summary, policies, ratios, best_rl, best_heur, capacity, n_tune_evals, tuned,
               train_time, eval_trace, test_tr, clip):
   return "\n".join([
       "Heterogeneous routing on a token-level LLM serving simulator (ServingRoute-v0): cluster "
-      f"{', '.join(c.cluster)}, continuous batching (max_num_seqs {c.cap}, "
-      f"max_num_batched_tokens {c.max_batched_tokens}) on every GPU, SLO TTFT <= {c.slo_ttft} s "
-      f"and TPOT <= {c.slo_tpot} s, output-length predictor accuracy {c.pred_acc}.",
+      f"{', '.join(c.cluster)}, continuous batching ({_engine_line(c)}), SLO TTFT <= "
+      f"{c.slo_ttft} s and TPOT <= {c.slo_tpot} s, output-length predictor accuracy "
+      f"{c.pred_acc}.",
+      "",
+      _protocol_line(c),
       "",
       f"Trained/tuned on the early {c.train_frac:.0%} of `{c.trace}`; evaluated on "
       f"{'`' + eval_trace + '`' if eval_trace else 'the later part (unseen)'} "
