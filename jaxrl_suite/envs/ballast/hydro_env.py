@@ -102,6 +102,7 @@ class HydroParams:
   r_good: float = 0.85
   info_vol: float = 25.0
   reveal_clog: bool = False
+  reward_scale: float = 1.0   # multiplies the reward (RL training: returns O(1) for PPO's value clip)
 
 
 @struct.dataclass
@@ -312,8 +313,9 @@ class BallastHydro(environment.Environment[HydroState, HydroParams]):
         energy_kwh=state.energy_kwh + energy.sum(), success=success, time=state.time + 1)
     phi0 = self._potential(state.vol, state.target, params)
     phi1 = jnp.where(success, 0.0, self._potential(vol, state.target, params))
-    reward = (-1.0 + params.gamma * phi1 - phi0 + params.success_bonus * success -
-              params.violation_pen * (over & ~state.violated))
+    reward = params.reward_scale * (
+        -1.0 + params.gamma * phi1 - phi0 + params.success_bonus * success -
+        params.violation_pen * (over & ~state.violated))
     terminated = success | (violated & params.heel_terminates) | done_plan
     info = {"success": success, "heel": heel, "trim": trim, "dv": dv, "energy_kwh": energy,
             "violated": violated, "cmd": cmd}

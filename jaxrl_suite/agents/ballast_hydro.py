@@ -1,0 +1,396 @@
+"""Recurrent route-entity agent for BallastHydro-v0, trained across a layout family.
+
+The clog state is hidden: what a route will deliver is only known through the evidence the
+operation has gathered, so the agent carries a GRU memory h [H] over the episode (reset on
+`done_prev`), beside the environment's own evidence fields.
+
+Action int32[P]: one command per pump slot, chosen autoregressively (slot p sees slots < p):
+
+  head p: candidates = the M routes of pump p still allowed (useful: sink needs water, source
+          has water to give; no pipe shared with an earlier slot's route, `pair_ok`), the M
+          with the largest predicted volume this step (the clear-pipe operating point times
+          the believed flow ratios, hydro_baselines.predicted_moves), plus NOOP.
+          logits_m = MLP([route_m, g(h), glob_p]) (+ resid_on * w * resid_m, the ablation),
+          NOOP: MLP([g(h), glob_p]).
+  Per-route features (layout-free, so one policy runs on any layout): predicted and clear-pipe
+  volume over the pump's rated step volume, believed ratio v / v_max, #failure sets inside the
+  route, transfer flag, length, plan-order job flag, source/sink levels, volume still to give /
+  need, shares of the route's edges confirmed good / exercised, and the heel after this step
+  (slot p: after the earlier slots' predicted moves) with its band [lo, hi] over the route's
+  delivery between 0 and v_max, in heel-limit units, and whether that band stays inside the
+  limit (the heel-aware replanner's admissibility test, as a feature, not a rule).
+
+GRU input: [global features (heel, trim, time, #open jobs, evidence summary, last ratios),
+pooled head-0 route embeddings]; V = MLP([h, pooled]).
+
+log pi(a | s) = sum_p log pi_p(a_p | s, a_<p); entropy = sum_p H_p at the sampled prefix (a
+one-sample estimate of the joint entropy, chain rule).
+
+Ablation "with the replanner residual": resid_m = -min(score_m - min_j score_j, R) on the
+heel-admissible slots (score = the replanner's -log(Q gain) + eps len + w_fail #sets), -R on
+inadmissible ones and NOOP (0 for NOOP on slots p > 0 when nothing is admissible), weight w
+learnable (init `w_init`); `resid_on` = 0 switches it off (w then gets no gradient). resid_on is
+a traced leaf of the tables, so both variants share one compiled program.
+
+Training across layouts: `make_trainer` builds the one learner (`algos/ppo`) inside a jitted
+function whose argument is a layout's tables (every layout padded to the family's sizes), so
+one program trains on any layout; `train` cycles through the training layouts in chunks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+from flax import struct
+
+from jaxrl_suite.algos.agent import Agent, Eval, Step
+from jaxrl_suite.core import losses
+from jaxrl_suite.core.initializers import orthogonal
+from jaxrl_suite.envs.ballast import hydro_baselines as HB
+from jaxrl_suite.envs.ballast.baselines import evidence
+from jaxrl_suite.envs.ballast.hydro_env import split_hydro_obs
+
+N_ROUTE_FEAT = 18
+N_GLOB = 12
+N_STEP = 10
+R_CLIP = 10.0
+MAX_PUMPS = 3
+
+
+def default_config() -> ml_collections.ConfigDict:
+  """Agent fields (learner fields come from ppo.default_config)."""
+  return ml_collections.ConfigDict(dict(hidden=64, gru=64, slots=16, w_init=3.0))
+
+
+@struct.dataclass
+class Tables:
+  """What the agent reads about a layout: the replanner tables (env params inside) and the
+  residual switch. Traced leaves: one compiled program serves every padded layout."""
+  bp: HB.HydroBaselineParams
+  resid_on: jax.Array       # () float, 1.0 = the replanner-residual ablation
+
+
+def make_tables(env_params, resid: bool) -> Tables:
+  return Tables(bp=HB.make_hydro_baseline(env_params, "heel_replan"),
+                resid_on=jnp.float32(1.0 if resid else 0.0))
+
+
+class Pre(NamedTuple):
+  """Param-free per-observation quantities shared by the heads (one observation)."""
+  base: jax.Array     # [K, N_ROUTE_FEAT - 4] static route features
+  v: jax.Array        # [K] predicted m3 this step
+  v_max: jax.Array    # [K] clear-pipe m3 this step
+  score: jax.Array    # [K] replanner score (lower = better)
+  free: jax.Array     # [K] useful and moving water
+  heel: jax.Array     # () deg
+  step: jax.Array     # [N_STEP] GRU input features
+
+
+class Head(NamedTuple):
+  route: jax.Array      # [M, N_ROUTE_FEAT]
+  glob: jax.Array       # [N_GLOB]
+  resid: jax.Array      # [M + 1]
+  slot_mask: jax.Array  # [M + 1] (last = NOOP)
+  slot_route: jax.Array  # [M + 1] route index (NOOP = K)
+
+
+def observe(tb: Tables, obs: jax.Array) -> Pre:
+  bp = tb.bp
+  p = bp.env
+  T, K = p.cap.shape[-1], p.route_mask.shape[-1]
+  f = split_hydro_obs(obs, p)
+  v_max, v, score, useful, job = HB.predicted_moves(bp, f)
+  good, _, _, n_contain, _ = evidence(f, bp)
+  re = p.route_edges.astype(jnp.float32)
+  n_e = jnp.maximum(re.sum(-1), 1.0)
+  step_vol = jnp.maximum(p.pump_rate[p.route_pump] * p.dt_h, 1.0)
+  lvl = jnp.concatenate([jnp.clip(f["level"], 0, 1), jnp.array([0.5])])
+  vol = jnp.clip(f["level"], 0.0, 1.0) * p.cap
+  tgt = jnp.concatenate([f["target"] * p.cap, jnp.zeros(1)])
+  v_ext = jnp.concatenate([vol, jnp.zeros(1)])
+  give = jnp.where(p.route_src == T, 1e4, v_ext[p.route_src] - tgt[p.route_src])
+  need = jnp.where(p.route_dst == T, 1e4, tgt[p.route_dst] - v_ext[p.route_dst])
+  left = jnp.clip(jnp.minimum(give, need), 0.0, 5e3) / step_vol
+  base = jnp.stack([
+      v / step_vol, v_max / step_vol, v / jnp.maximum(v_max, 1e-3),
+      jnp.minimum(n_contain, 3) / 3.0, p.route_transfer.astype(jnp.float32),
+      p.route_len / 300.0, job.astype(jnp.float32), lvl[p.route_src], lvl[p.route_dst],
+      jnp.minimum(left, 10.0) / 10.0, re @ good.astype(jnp.float32) / n_e,
+      re @ (f["exercised"] > 0.5).astype(jnp.float32) / n_e,
+      jnp.clip(bp.dheel * v_max / p.heel_limit, -3.0, 3.0),
+      p.route_pump.astype(jnp.float32) / MAX_PUMPS], -1)
+  heel = f["heel"][0] * p.heel_limit
+  n_open = jnp.sum(f["need_fill"] + f["need_drain"])
+  em = f["edge_mask"] > 0.5
+  n_live = jnp.maximum(jnp.sum(f["last_info"] > -1), 1.0)
+  step = jnp.stack([
+      f["heel"][0], jnp.clip(f["trim"][0], -5, 5) / 5.0, f["time"][0], n_open / 10.0,
+      jnp.sum(f["fail_kind"] > 0) / 16.0,
+      jnp.sum(jnp.where(em, f["chat"], 0.0)) / jnp.maximum(em.sum(), 1.0),
+      jnp.sum(f["last_ratio"]) / n_live, jnp.mean(f["last_info"]),
+      jnp.sum(f["last_pumped"]) / MAX_PUMPS,
+      jnp.mean(jnp.abs(f["dlevel"]) * f["tank_mask"])])
+  free = useful & (v > 0.5)
+  return Pre(base, v, v_max, score, free, heel, step)
+
+
+def head_feats(tb: Tables, pre: Pre, slot: int, taken: jax.Array, heel, lo, hi,
+               n_slots: int) -> Head:
+  """Candidates and features of pump slot `slot` given the routes already taken (bool[K]
+  mask of routes compatible with every earlier live command) and the heel so far."""
+  bp = tb.bp
+  p = bp.env
+  K, P = p.route_mask.shape[-1], p.pump_rate.shape[-1]
+  lim = p.heel_limit
+  cand = pre.free & (p.route_pump == slot) & taken
+  key = jnp.where(cand, pre.v, -jnp.inf)
+  _, order = jax.lax.top_k(key, n_slots)
+  ok = cand[order]
+  dh = bp.dheel * pre.v_max
+  h_after = heel + bp.dheel * pre.v
+  hi_k, lo_k = hi + jnp.maximum(dh, 0.0), lo + jnp.minimum(dh, 0.0)
+  admissible = jnp.maximum(hi_k, -lo_k) <= lim - bp.margin
+  dyn = jnp.stack([jnp.clip(h_after / lim, -3, 3), jnp.clip(hi_k / lim, -3, 3),
+                   jnp.clip(lo_k / lim, -3, 3), admissible.astype(jnp.float32)], -1)
+  route = jnp.concatenate([pre.base, dyn], -1)[order] * ok[:, None]
+  adm_slot = admissible[order] & ok
+  s = pre.score[order]
+  s_min = jnp.min(jnp.where(adm_slot, s, jnp.inf))
+  resid_r = jnp.where(adm_slot, -jnp.minimum(s - s_min, R_CLIP), -R_CLIP)
+  any_adm = adm_slot.any()
+  resid_noop = jnp.where(any_adm | (slot == 0), -R_CLIP, 0.0)
+  slot_oh = jax.nn.one_hot(slot, MAX_PUMPS)
+  glob = jnp.concatenate([jnp.stack([
+      heel / lim, hi / lim, lo / lim, jnp.float32(slot < P) * p.pump_mask[min(slot, P - 1)],
+      ok.sum() / n_slots, any_adm.astype(jnp.float32), jnp.float32(slot > 0),
+      jnp.sum(~taken & p.route_mask) / jnp.maximum(p.route_mask.sum(), 1.0),
+      pre.step[2]]), slot_oh])
+  return Head(route.astype(jnp.float32), glob.astype(jnp.float32),
+              jnp.concatenate([resid_r, resid_noop[None]]),
+              jnp.concatenate([ok, jnp.array([True])]),
+              jnp.concatenate([jnp.where(ok, order, K), jnp.array([K])]))
+
+
+class HydroNet(nn.Module):
+  """Shared slot scorer for every pump head, GRU core, value head."""
+  hidden: int = 64
+  gru: int = 64
+  w_init: float = 3.0
+
+  def setup(self):
+    self.r1 = nn.Dense(self.hidden)
+    self.r2 = nn.Dense(self.hidden)
+    self.ctx = nn.Dense(self.hidden)
+    self.s1 = nn.Dense(self.hidden)
+    self.s_out = nn.Dense(1, kernel_init=orthogonal(0.01))
+    self.n1 = nn.Dense(self.hidden)
+    self.n_out = nn.Dense(1, kernel_init=orthogonal(0.01))
+    self.x1 = nn.Dense(self.hidden)
+    self.cell = nn.GRUCell(self.gru, recurrent_kernel_init=orthogonal())
+    self.v1 = nn.Dense(self.hidden)
+    self.v_out = nn.Dense(1, kernel_init=orthogonal(1.0))
+    self.w = self.param("w_resid", nn.initializers.constant(self.w_init), ())
+
+  def embed(self, route):
+    return nn.tanh(self.r2(nn.tanh(self.r1(route))))
+
+  def pooled(self, e, mask):
+    m = mask[..., None]
+    return (e * m).sum(-2) / jnp.maximum(m.sum(-2), 1.0)
+
+  def core(self, h, step, head0: Head, reset):
+    """One GRU step: returns (h', y, pooled head-0 embedding)."""
+    h = jnp.where(reset[..., None], jnp.zeros_like(h), h)
+    pool = self.pooled(self.embed(head0.route), head0.slot_mask[..., :-1])
+    x = nn.tanh(self.x1(jnp.concatenate([step, pool], -1)))
+    h, y = self.cell(h, x)
+    return h, y, pool
+
+  def value(self, y, pool):
+    return self.v_out(nn.tanh(self.v1(jnp.concatenate([y, pool], -1))))[..., 0]
+
+  def logits(self, y, hd: Head, resid_on):
+    """y [..., G] GRU output, head features [..., M, F] -> logits [..., M + 1]."""
+    c = self.ctx(jnp.concatenate([y, hd.glob], -1))                      # [..., H]
+    e = self.embed(hd.route)                                             # [..., M, H]
+    s = self.s_out(nn.tanh(self.s1(e) + c[..., None, :]))[..., 0]
+    n = self.n_out(nn.tanh(self.n1(jnp.concatenate([y, hd.glob], -1))))[..., 0]
+    lg = jnp.concatenate([s, n[..., None]], -1) + resid_on * self.w * hd.resid
+    return jnp.where(hd.slot_mask, lg, losses.MASKED_LOGIT)
+
+  def __call__(self, h, step, head0: Head, reset, resid_on):
+    h, y, pool = self.core(h, step, head0, reset)
+    return h, self.logits(y, head0, resid_on), self.value(y, pool)
+
+
+def _take(x, i):
+  return jnp.take_along_axis(x, i[..., None], -1)[..., 0]
+
+
+def make_actor(cfg, tb: Tables):
+  """(net, act_rows) for batched observations [B, D]: act_rows(params, h, obs, reset, key,
+  greedy) -> (h', action int32[B, P], record, log_prob [B], value [B])."""
+  net = HydroNet(cfg.hidden, cfg.gru, cfg.w_init)
+  p = tb.bp.env
+  K, P = p.route_mask.shape[-1], p.pump_rate.shape[-1]
+  M = min(int(cfg.slots), K)
+  obs_b = jax.vmap(observe, in_axes=(None, 0))
+  head_b = jax.vmap(lambda pre, s, taken, heel, lo, hi: head_feats(tb, pre, s, taken, heel, lo,
+                                                                   hi, M),
+                    in_axes=(0, None, 0, 0, 0, 0))
+
+  def act_rows(params, h, obs, reset, key, greedy: bool = False):
+    pre = obs_b(tb, obs)
+    B = obs.shape[0]
+    taken = jnp.ones((B, K), bool)
+    heel, lo, hi = pre.heel, pre.heel, pre.heel
+    hd0 = head_b(pre, 0, taken, heel, lo, hi)
+    h, y, pool = net.apply(params, h, pre.step, hd0, reset, method=HydroNet.core)
+    value = net.apply(params, y, pool, method=HydroNet.value)
+    heads, slots, cmds, lp = [], [], [], jnp.zeros(B)
+    hd = hd0
+    for s in range(P):
+      if s:
+        hd = head_b(pre, s, taken, heel, lo, hi)
+      lg = net.apply(params, y, hd, tb.resid_on, method=HydroNet.logits)
+      key, k = jax.random.split(key)
+      slot = jnp.argmax(lg, -1) if greedy else jax.random.categorical(k, lg)
+      lp = lp + losses.categorical_log_prob(lg, slot)
+      k_r = _take(hd.slot_route, slot)
+      live = k_r < K
+      kk = jnp.minimum(k_r, K - 1)
+      dh = tb.bp.dheel[kk] * jnp.take_along_axis(pre.v_max, kk[:, None], 1)[:, 0]
+      v_k = jnp.take_along_axis(pre.v, kk[:, None], 1)[:, 0]
+      heel = jnp.where(live, heel + tb.bp.dheel[kk] * v_k, heel)
+      hi = jnp.where(live, hi + jnp.maximum(dh, 0.0), hi)
+      lo = jnp.where(live, lo + jnp.minimum(dh, 0.0), lo)
+      taken = taken & jnp.where(live[:, None], p.pair_ok[kk, :K], True)
+      heads.append(hd)
+      slots.append(slot)
+      cmds.append(jnp.where(live, kk, 2 * K))
+    stack = lambda xs: jax.tree.map(lambda *a: jnp.stack(a, 1), *xs)
+    record = (stack(heads), jnp.stack(slots, 1), pre.step, hd0)
+    return h, jnp.stack(cmds, 1).astype(jnp.int32), record, lp, value
+
+  return net, act_rows
+
+
+def make_agent(cfg, tb: Tables) -> Agent:
+  """The Agent (algos/agent.py) for one layout's tables; record = (heads [B, P, ...], slots
+  [B, P], step features, head-0 features); recurrent (carry h [B, gru])."""
+  net, act_rows = make_actor(cfg, tb)
+
+  def initial_carry(batch: int):
+    return jnp.zeros((batch, cfg.gru), jnp.float32)
+
+  def init(key, obs):
+    b = obs.shape[0]
+    pre = jax.vmap(observe, in_axes=(None, 0))(tb, obs)
+    K = tb.bp.env.route_mask.shape[-1]
+    hd = jax.vmap(lambda pr: head_feats(tb, pr, 0, jnp.ones(K, bool), pr.heel, pr.heel,
+                                        pr.heel, min(int(cfg.slots), K)))(pre)
+    return net.init(key, initial_carry(b), pre.step, hd, jnp.ones(b, bool), tb.resid_on)
+
+  def act(params, carry, obs, done_prev, key, mask=None):
+    del mask
+    h, action, record, lp, value = act_rows(params, carry, obs, done_prev, key)
+    return Step(h, action, lp, value, record, {})
+
+  def evaluate(params, carry0, seq):
+    """seq leaves [T, B, ...]: the GRU re-run over the sequences, heads from stored features."""
+    heads, slots, step, hd0 = seq.record
+
+    def core(h, x):
+      st, h0, reset = x
+      h, y, pool = net.apply(params, h, st, h0, reset, method=HydroNet.core)
+      return h, (y, pool)
+
+    _, (y, pool) = jax.lax.scan(core, carry0, (step, hd0, seq.done_prev))
+    value = net.apply(params, y, pool, method=HydroNet.value)
+    n_heads = slots.shape[-1]
+    y_h = jnp.broadcast_to(y[:, :, None, :], y.shape[:2] + (n_heads, y.shape[-1]))
+    lg = net.apply(params, y_h, heads, tb.resid_on, method=HydroNet.logits)
+    lp = losses.categorical_log_prob(lg, slots).sum(-1)
+    ent = losses.categorical_entropy(lg).sum(-1)
+    return Eval(lp, ent, value, jnp.zeros(()))
+
+  def value(params, carry, obs):
+    pre = jax.vmap(observe, in_axes=(None, 0))(tb, obs)
+    K = tb.bp.env.route_mask.shape[-1]
+    hd = jax.vmap(lambda pr: head_feats(tb, pr, 0, jnp.ones(K, bool), pr.heel, pr.heel,
+                                        pr.heel, min(int(cfg.slots), K)))(pre)
+    _, y, pool = net.apply(params, carry, pre.step, hd, jnp.zeros(obs.shape[0], bool),
+                           method=HydroNet.core)
+    return net.apply(params, y, pool, method=HydroNet.value)
+
+  return Agent(init, initial_carry, act, evaluate, value, recurrent=True, module=net)
+
+
+def make_policy(cfg, greedy: bool = True):
+  """step(pp, h [gru], obs [D], reset, key) -> (h', cmds int32[P]) for one observation, with
+  pp = (net_params, Tables): the recurrent policy for envs.ballast.hydro_rollout's
+  make_hydro_evaluate_recurrent (carry0 = zeros(cfg.gru))."""
+
+  def step(pp, h, obs, reset, key):
+    params, tb = pp
+    _, act_rows = make_actor(cfg, tb)
+    h2, a, *_ = act_rows(params, h[None], obs[None], jnp.asarray(reset)[None], key, greedy)
+    return h2[0], a[0]
+
+  return step
+
+
+def learner_config(c: ml_collections.ConfigDict, total_updates: int) -> ml_collections.ConfigDict:
+  """The ppo learner config from the experiment config's `ppo` block; lr held constant so a
+  checkpoint after n updates is the policy a budget of n updates trains (the budget sweep)."""
+  from jaxrl_suite.algos import ppo
+  cfg = ppo.default_config()
+  for k, v in c.ppo.items():
+    cfg[k] = v
+  cfg.anneal_lr = False
+  cfg.total_timesteps = int(total_updates) * int(cfg.num_steps) * int(cfg.num_envs)
+  cfg.episode_info = ("success", "violated")
+  return cfg
+
+
+class TrainState(NamedTuple):
+  """What carries across layout chunks: parameters, optimiser state, gradient-step count."""
+  params: Any
+  opt_state: Any
+  step: jax.Array
+
+
+def make_trainer(c: ml_collections.ConfigDict, env, total_updates: int, chunk_updates: int):
+  """(init, chunk), both jitted and vmapped over seeds.
+
+  init(keys [S], tables) -> TrainState [S]; chunk(state [S], tables, keys [S]) -> (state,
+  metrics [S, chunk_updates]): `chunk_updates` updates of the one learner (algos/ppo) on the
+  layout whose tables are given (fresh episodes; the optimiser state carries over). Every layout
+  must be padded to the same sizes (routes.layout_sizes), so one program serves all of them.
+  """
+  from jaxrl_suite.algos import ppo
+  cfg = learner_config(c, total_updates)
+
+  def learner(tables):
+    return ppo.make_learner(cfg, env, tables.bp.env, make_agent(c.agent, tables))
+
+  def init(key, tables):
+    ts = learner(tables).init(key).train_state
+    return TrainState(ts.params, ts.opt_state, ts.step)
+
+  def chunk(state: TrainState, tables, key):
+    lr = learner(tables)
+    rs = lr.init(key)
+    rs = rs.replace(train_state=rs.train_state.replace(
+        params=state.params, opt_state=state.opt_state, step=state.step))
+    rs, metrics = lr.run(rs, chunk_updates)
+    ts = rs.train_state
+    return TrainState(ts.params, ts.opt_state, ts.step), metrics
+
+  return (jax.jit(jax.vmap(init, in_axes=(0, None))),
+          jax.jit(jax.vmap(chunk, in_axes=(0, None, 0))))
