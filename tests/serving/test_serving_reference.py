@@ -223,7 +223,8 @@ def _ref_cache_aware(knobs):
   def route(sim, i):
     q, m = sim.outstanding().astype(np.float32), sim.prefix_share(i)
     imbalanced = (q.max() - q.min() > knobs["bal_abs"]) & (q.max() > knobs["bal_rel"] * q.min())
-    return int(np.argmax(m)) if (not imbalanced and m.max() >= knobs["thr"]) else int(np.argmin(q))
+    best = int(np.argmin(np.where(m >= m.max(), q, np.inf)))
+    return best if (not imbalanced and m.max() >= knobs["thr"]) else int(np.argmin(q))
   return route
 
 

@@ -16,8 +16,8 @@ Routing (ServingRoute-v0, `routing.split_obs` layout):
   the L4s, least-outstanding-tokens within a pool), idle_first (fastest idle GPU, else LOT),
   least_work (heterogeneity-aware: expected drain time from each GPU's cost constants).
   cache_aware (needs the prefix-cache observation, `make_routing(cache_blocks=...)`): SGLang's
-  router: the GPU whose cache holds the longest prefix of the prompt if that share is at least
-  `thr`, else the least loaded (fewest outstanding); pure load balancing whenever the load is
+  router: the GPU whose cache holds the longest prefix of the prompt (ties: the least loaded)
+  if that share is at least `thr`, else the least loaded (fewest outstanding); pure load balancing whenever the load is
   imbalanced (busiest - idlest > `bal_abs` and busiest > `bal_rel` x idlest). SGLang's defaults
   are thr 0.3, bal_abs 64, bal_rel 1.5; `cache_grid` tunes thr and bal_abs (64 requests is
   more than this engine window ever holds).
@@ -141,7 +141,9 @@ def make_router(name: str, n_gpus: int):
       q, match = v["outstanding"], v["prefix_match"]
       hi, lo = jnp.max(q, -1), jnp.min(q, -1)
       imbalanced = (hi - lo > params["bal_abs"]) & (hi > params["bal_rel"] * lo)
-      best = jnp.argmax(match, -1).astype(jnp.int32)
+      # longest match; among equal matches the least loaded (so a prefix every GPU holds, such
+      # as a shared system prompt, does not pull traffic to GPU 0)
+      best = _argmin(jnp.where(match >= jnp.max(match, -1, keepdims=True), q, jnp.inf))
       hit = jnp.max(match, -1) >= params["thr"]
       return jnp.where(~imbalanced & hit, best, _argmin(q)).astype(jnp.int32)
     raise ValueError(f"unknown router {name!r}")
