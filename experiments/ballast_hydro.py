@@ -46,6 +46,7 @@ from experiments import cli
 from jaxrl_suite.agents import ballast_hydro as A
 from jaxrl_suite.core import results
 from jaxrl_suite.envs.ballast import hydro_baselines as HB
+from jaxrl_suite.envs.ballast import episodes as EP
 from jaxrl_suite.envs.ballast import load_layout, make_hydro
 from jaxrl_suite.envs.ballast.generator import generate_layout
 from jaxrl_suite.envs.ballast.hydro_rollout import (make_hydro_evaluate,
@@ -70,18 +71,34 @@ def _config():
 
 
 def pick_layouts(seed0: int, n: int, max_routes: int) -> list[dict[str, Any]]:
-  """The first n generated layouts from seed0 on whose route library fits max_routes and that
-  have at least 3 blockable pipes (the clog prior places up to 3 blockages)."""
+  """The first n generated layouts from seed0 on whose route library fits max_routes, that have
+  at least 3 blockable pipes (the clog prior places up to 3 blockages) and whose plans can start
+  within half the heel limit often enough (`_plannable`)."""
   out, s = [], seed0
   while len(out) < n:
     lay = generate_layout(s, name=f"gen{s}")
     if (len(enumerate_routes(lay)) <= max_routes and
-        int((build_routes(lay, "auto")["block_w"] > 0).sum()) >= 3):
+        int((build_routes(lay, "auto")["block_w"] > 0).sum()) >= 3 and _plannable(lay)):
       out.append(lay)
     s += 1
     if s - seed0 > 200 * n:
       raise ValueError(f"config.max_routes={max_routes}: too few generated layouts fit")
   return out
+
+
+def _plannable(lay, heel_init_max: float = 1.0, n: int = 500, min_rate: float = 0.08) -> bool:
+  """Whether >= min_rate of single plan draws start within heel_init_max: make_bank draws
+  thousands of plans with 200 tries each, which a layout at 3% per try fails now and then."""
+  g = build_routes(lay, "auto")
+  rng = np.random.default_rng(0)
+  ok = 0
+  for _ in range(n):
+    try:
+      EP.draw_plan(rng, g, lay["hydrostatics"], heel_init_max, tries=1)
+      ok += 1
+    except ValueError:
+      pass
+  return ok >= min_rate * n
 
 
 def _boot(rng, n_boot, n):
