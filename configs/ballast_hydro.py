@@ -27,14 +27,16 @@ def get_config(arg=None):
   c.n_heldout = 3
   c.shipped = ("ring14", "direct10")
   c.max_routes = 256
-  c.train_bank = 256                 # episodes per training layout bank
+  c.train_bank = 128                 # episodes per training layout bank
   c.eval_episodes = 256              # per evaluation layout (its own bank, seed 1)
   c.sweep_episodes = 64              # per held-out layout at each budget checkpoint
   c.variants = VARIANTS
   # Budget sweep: checkpoints (in PPO updates) of one constant-lr run; the last is the budget.
   # Flattened = the last doubling's change in held-out decision steps has a CI inside
   # +/- flat_tol steps (or is not an improvement).
-  c.budget_updates = (20, 40, 80, 160)
+  # Budget set for the shared 2-core box (load ~10 when this ran): 80 updates x 3 seeds x 2,048
+  # env steps = 491,520 env steps per variant; the sweep shows whether more would help.
+  c.budget_updates = (10, 20, 40, 80)
   c.chunk_updates = 5                # updates per layout before switching to the next one
   c.flat_tol = 1.0
   # Reward units: an episode return is ~-20..+10 at the env's scale; PPO's value clip (0.2 per
