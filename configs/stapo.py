@@ -56,9 +56,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # the same keys): lr 1e-4 +2.6 points (2 of 3 seeds up, 1 equal), lr 3e-4 +6.3 (3 of 3
   # up). At 15 iterations x 32 trajectories (run at b862838) GRPO gained only +1.2 points
   # [-8.3, +10.8] over the warm start and its curve was still rising (+2.3 points per 10
-  # iterations over the last half), so the budget is doubled to 30 iterations: the curves in
-  # results/stapo.png and the late-half slopes in stapo.md show whether they flattened.
-  c.train_steps = 30
+  # iterations over the last half), so the budget was doubled: at 30 iterations (run at
+  # d4d0b55) GRPO reached +7.5 points [-2.1, +17.1] and every method but stapo_only was still
+  # rising (+5 to +7 points per 10 iterations over the last half), so it is doubled again. The
+  # curves in results/stapo.png and the late-half slopes in stapo.md show whether they flattened.
+  c.train_steps = 60
   c.train_envs = 32                 # trajectories per iteration
   c.group_size = 8                  # G rollouts per task instance (GRPO / GiGPO / STAPO groups)
   c.lr = 3e-4
