@@ -68,6 +68,8 @@ REGISTRY: list[Stage] = [
     Stage("serving_batching", "experiments.serving_batching", "LLM serving: batching, 1 GPU"),
     Stage("serving_routing", "experiments.serving_routing", "LLM serving: routing, N GPUs"),
     Stage("ballast", "experiments.ballast", "Ballast-water routing vs Dijkstra"),
+    Stage("ballast_hydro", "experiments.ballast_hydro",
+          "Ballast hydraulics: recurrent RL across layouts vs heel-aware Dijkstra"),
     Stage("direct_opd", "experiments.direct_opd", "Direct-OPD delta transfer"),
     Stage("compaction", "experiments.compaction", "CompactionRL: self-summarising agents"),
     Stage("stapo", "experiments.stapo", "STAPO: normalised entropy vs trajectory neglect"),

@@ -190,7 +190,8 @@ def test_reproduce_only_runs_the_named_stages(fake_registry, capsys):
 
 def test_registry_lists_every_reproduction_in_order():
   assert [s.name for s in reproduce.REGISTRY] == [
-      "ppo_gymnax", "fore", "serving_batching", "serving_routing", "ballast", "direct_opd",
+      "ppo_gymnax", "fore", "serving_batching", "serving_routing", "ballast", "ballast_hydro",
+      "direct_opd",
       "compaction", "stapo", "cure", "rail_pricing"]
   assert all(s.module == f"experiments.{s.name}" for s in reproduce.REGISTRY)
 
