@@ -4,6 +4,7 @@ import json
 import os
 import sys
 
+import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -60,3 +61,22 @@ def test_quick_reproduction_end_to_end(tmp_path, name, monkeypatch):
   trace = os.path.join(ROOT, "jaxrl_suite", "envs", "serving", "data", "azure2023_code_sample.csv")
   exp.run(c, True, str(tmp_path / "wd"), eval_trace=trace)
   assert (tmp_path / "results" / f"{name}_eval.json").exists()
+
+
+def test_rl_loss_is_contradicted_only_with_a_fair_chance():
+  """A loss to the tuned heuristic is "contradicted" only once the curve has flattened and the
+  policy fits the structure; a rising curve or a fixed-size observation makes it inconclusive."""
+  from experiments import serving_common as common
+  flat = np.tile(np.r_[np.linspace(0, 10, 8), np.full(8, 10.0)], (4, 1)) + np.arange(4)[:, None]
+  rising = np.tile(np.linspace(0, 10, 16), (4, 1)) + 0.1 * np.arange(4)[:, None]
+  g_flat, g_rise = common.late_gain(flat, frac=0.25), common.late_gain(rising, frac=0.25)
+  np.testing.assert_allclose(g_flat, (0.0, 0.0, 0.0), atol=1e-12)
+  np.testing.assert_allclose(g_rise[0], 10 / 15 * 4, rtol=1e-9)  # 4 updates apart, slope 2/3
+  loss, win, tie = (0.74, 0.73, 0.75), (1.2, 1.1, 1.3), (0.99, 0.9, 1.1)
+  assert common.rl_loss_verdict(loss, g_flat, entity_obs=True) == ("contradicted", "")
+  v, why = common.rl_loss_verdict(loss, g_rise, entity_obs=True)
+  assert v == "inconclusive" and "still rising" in why
+  v, why = common.rl_loss_verdict(loss, g_flat, entity_obs=False)
+  assert v == "inconclusive" and "GPU count" in why and "rising" not in why
+  assert common.rl_loss_verdict(win, g_rise, entity_obs=False)[0] == "reproduced"
+  assert common.rl_loss_verdict(tie, g_rise, entity_obs=False)[0] == "not reproduced"
