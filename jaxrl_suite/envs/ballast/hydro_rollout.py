@@ -19,34 +19,10 @@ from jaxrl_suite.envs.ballast.hydro_env import BallastHydro, HydroParams
 
 
 def make_hydro_evaluate(env: BallastHydro, policy: Callable, num_steps: int = 96):
-  """num_steps (static) should equal env_params.max_steps_in_episode."""
-
-  def episode(params: HydroParams, policy_params: Any, idx, key):
-    kr, ks = jax.random.split(key)
-    obs, state = env.reset_to(kr, idx, params)
-
-    def step(carry, k):
-      obs, state, done, steps = carry
-      ka, ke = jax.random.split(k)
-      action = policy(policy_params, obs, ka)
-      obs2, state2, _, term, _ = env.step_env(ke, state, action, params)
-      keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(done, b, a), new, old)
-      obs_n, state_n = keep((obs2, state2), (obs, state))
-      return (obs_n, state_n, done | term, steps + (~done)), None
-
-    (obs, state, _, steps), _ = jax.lax.scan(step, (obs, state, jnp.array(False), jnp.int32(0)),
-                                             jax.random.split(ks, num_steps))
-    plan_done = jnp.all((jnp.abs(state.vol - state.target) < params.tol) | ~params.tank_mask)
-    return {"steps": steps, "success": state.success, "violated": state.violated,
-            "max_heel": state.max_heel, "energy_kwh": state.energy_kwh, "plan_done": plan_done,
-            "n_blocked": params.bank.n_blocked[idx], "exercised": state.exercised,
-            "final_obs": obs}
-
-  @jax.jit
-  def evaluate(params: HydroParams, policy_params: Any, idx, keys):
-    return jax.vmap(episode, in_axes=(None, None, 0, 0))(params, policy_params, idx, keys)
-
-  return evaluate
+  """num_steps (static) should equal env_params.max_steps_in_episode. A memoryless
+  policy(pp, obs, key) -> action is the recurrent case with an empty carry."""
+  step = lambda pp, carry, obs, reset, key: (carry, policy(pp, obs, key))
+  return make_hydro_evaluate_recurrent(env, step, (), num_steps)
 
 
 def make_hydro_evaluate_recurrent(env: BallastHydro, step: Callable, carry0: Any,
