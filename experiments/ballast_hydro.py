@@ -249,8 +249,8 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
     log(f"scored {n}")
   timings["score_s"] = time.time() - t
 
-  table, claims, comparisons = _tables(c, scores, evals)
   flattening = {var: _flattening(sweeps[var], c) for var in c.variants}
+  table, claims, comparisons = _tables(c, scores, evals, flattening)
   claims += _sweep_claims(flattening, c)
   wall = time.time() - t0
   payload = {
@@ -287,7 +287,7 @@ def _stat(x: np.ndarray, n_boot: int):
   return rl_stat_ci(x, n_boot)
 
 
-def _tables(c, scores, evals):
+def _tables(c, scores, evals, flattening):
   """Per group (shipped / held_out) x regime x policy x metric: [mean, lo, hi]; the claims."""
   policies = ("oracle", "replan", "heel_replan_1", "heel_replan_multi", "heel_aware") + tuple(
       c.variants)
@@ -327,7 +327,7 @@ def _tables(c, scores, evals):
         elif lo > 0:
           verdict = "partly reproduced"
         elif hi < 0:
-          verdict = "contradicted"
+          verdict = _loss_verdict(flattening, var)
         else:
           verdict = "inconclusive"
         rl_s = pg[var]["success"][:, mask].mean()
@@ -337,7 +337,9 @@ def _tables(c, scores, evals):
             f"{label}, {group.replace('_', '-')} layouts)", "32% fewer",
             f"{100 * red[0]:.1f}% fewer", verdict, (100 * lo, 100 * hi),
             detail=f"episodes with >=1 blocked pipe: {int(mask.sum())}; failures count at the "
-                   f"step limit; success RL {rl_s:.3f} vs {b_s:.3f}"))
+                   f"step limit; success RL {rl_s:.3f} vs {b_s:.3f}"
+                   + (f"; {_fair_chance_note(flattening, var)}" if verdict == "inconclusive"
+                      and hi < 0 else "")))
     # where RL helps: heel-limit violations vs steps against the heel-aware replanner
     v_rl = pg["rl_gru"]["violated"] if "rl_gru" in pg else None
     if v_rl is not None:
@@ -348,12 +350,27 @@ def _tables(c, scores, evals):
           f"RL crosses the heel limit less often than the heel-aware replanner "
           f"({group.replace('_', '-')} layouts, all regimes)", "(issue: RL lists less)",
           f"{m:+.3f} violation rate",
-          "reproduced" if hi < 0 else ("contradicted" if lo > 0 else "inconclusive"), (lo, hi)))
+          "reproduced" if hi < 0 else (_loss_verdict(flattening, "rl_gru") if lo > 0
+                                       else "inconclusive"), (lo, hi),
+          detail=_fair_chance_note(flattening, "rl_gru")))
   claims.append(results.claim(
       "RL diagnoses clogs without flow sensors (diagnosis F1 on exercised edges)",
       "(issue #21)", "not measured", "inconclusive",
       detail="the recurrent agent has no diagnosis head in this run"))
   return table, claims, comparisons
+
+
+def _loss_verdict(flattening, var: str) -> str:
+  """RL losing is "contradicted" only once its budget sweep has flattened (a fair chance);
+  before that the loss is "inconclusive"."""
+  return "contradicted" if flattening.get(var, {}).get("flattened", False) else "inconclusive"
+
+
+def _fair_chance_note(flattening, var: str) -> str:
+  if flattening.get(var, {}).get("flattened", False):
+    return ""
+  return (f"{var}'s budget sweep has not flattened, so a loss is not yet a contradiction "
+          "(RL without a fair chance)")
 
 
 def _flattening(sweep, c) -> dict:
