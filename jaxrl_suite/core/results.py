@@ -28,6 +28,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 from typing import Any, Iterable, Mapping, Sequence
@@ -173,12 +174,17 @@ def write_results(name: str, *, mode: str, config: Any, seeds: Sequence[int],
   return path
 
 
+# A printed interval "[lo, hi]", each end a number with an optional % or x after it.
+_NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)\s*[%x]?"
+_INTERVAL = re.compile(r"\[\s*" + _NUM + r"\s*,\s*" + _NUM + r"\s*\]")
+
+
 def _ci_shown(ours: str, ci: Sequence[float]) -> bool:
-  """Whether the `ours` text already prints both ends of `ci` (to 3 significant figures or 2-3
-  decimals), so the table does not print the same interval twice."""
-  def shown(v: float) -> bool:
-    return any(form.format(v) in ours for form in ("{:.3g}", "{:.2f}", "{:.3f}"))
-  return shown(ci[0]) and shown(ci[1])
+  """Whether the `ours` text already prints `ci` as a bracketed interval "[lo, hi]" (both ends
+  equal to it up to 3-significant-figure rounding), so the table does not print it twice."""
+  close = lambda shown, v: abs(shown - v) <= 5e-3 * abs(v) + 5e-4
+  return any(close(float(a), ci[0]) and close(float(b), ci[1])
+             for a, b in _INTERVAL.findall(ours))
 
 
 def ours_with_ci(c: Mapping[str, Any]) -> str:

@@ -299,5 +299,8 @@ def test_claim_ci_is_printed_once():
   other = c("y", "p", "40.8% (raw 37.2% [27.4%, 46.9%])", "inconclusive", ci95=(37.8, 43.86))
   assert results_lib.ours_with_ci(inline) == inline["ours"]
   assert results_lib.ours_with_ci(other).endswith("[37.8, 43.86]")
+  # a number that merely contains the CI's digits is not the interval: a zero-width CI is shown
+  point = c("z", "p", "1.010x", "partly reproduced", ci95=(1.0102774, 1.0102774))
+  assert results_lib.ours_with_ci(point) == "1.010x [1.01, 1.01]"
   table = results_lib.verdict_table([inline, other])
   assert table.count("-0.628") == 1 and "[37.8, 43.86]" in table
