@@ -80,7 +80,9 @@ def test_plateau_test_separates_a_rising_from_a_flat_sweep():
   assert f_up["points"] == [24.0, 48.0, 96.0, 192.0]
   assert not f_up["flattened"] and f_up["slope_per_doubling"][1] > 0.03
   assert f_flat["flattened"] and abs(f_flat["slope_per_doubling"][0]) < 0.005
-  r, lo, hi = f_up["last_vs_main"]                             # 192 vs 96 updates: +~4.3%
-  assert 1.03 < lo <= r <= hi < 1.06
+  r, lo, hi = f_up["last_vs_main"]                             # 192 vs 96 updates
+  expected = (1 + 0.05 * np.log2(16)) / (1 + 0.05 * np.log2(8))  # 1.2 / 1.15 = +4.35%
+  np.testing.assert_allclose(r, expected, rtol=1.5e-3)      # 96 vs 48 would be 1.0455
+  assert lo < expected < hi and hi - lo < 0.005               # a tight CI around it
   falling = base * (1 - 0.05 * np.log2(u / 12)) * noise        # more budget would not help
   assert rail_pricing._flattening(falling, u, c)["flattened"]
