@@ -81,3 +81,13 @@ def config_path(name: str) -> str:
   import os
   return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs",
                       f"{name}.py")
+
+
+def run_and_report(run, *args, **kwargs):
+  """A script's `main`: `run(*args, **kwargs)` inside `user_errors()`, then its verdict table on
+  stdout; returns the result record."""
+  from jaxrl_suite.core import results
+  with user_errors():
+    res = run(*args, **kwargs)
+  print(results.verdict_table(res["claims"]))
+  return res

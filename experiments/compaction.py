@@ -37,6 +37,7 @@ from ml_collections import config_flags  # noqa: E402
 import numpy as np  # noqa: E402
 
 from experiments import cli  # noqa: E402
+from jaxrl_suite.core import plotting  # noqa: E402
 from jaxrl_suite.core import results as results_lib  # noqa: E402
 from jaxrl_suite.core import stats  # noqa: E402
 from jaxrl_suite.envs.text import stream_ledger as sl  # noqa: E402
@@ -492,9 +493,7 @@ def analyse(config, rows, curves, mass, exact):
 
 
 def plot(config, rows, curves, path):
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
+  plt = plotting.pyplot()
   fig, ax = plt.subplots(2, 2, figsize=(12, 8))
   hs = list(config.eval_events)
   for i, metric in enumerate(("final_acc", "mid_acc")):
@@ -531,9 +530,7 @@ def plot(config, rows, curves, path):
   ax[1, 0].set_xlabel("iteration at that horizon")
   ax[1, 1].set_xlabel("iteration at that horizon")
   ax[1, 0].legend(fontsize=6)
-  fig.tight_layout()
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
+  plotting.save_figure(fig, path, dpi=110)
 
 
 def main(argv):

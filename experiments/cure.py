@@ -37,6 +37,7 @@ import numpy as np  # noqa: E402
 
 from configs import cure as cure_config  # noqa: E402
 from experiments import cli  # noqa: E402
+from jaxrl_suite.core import plotting  # noqa: E402
 from jaxrl_suite.core import results as results_lib  # noqa: E402
 from jaxrl_suite.core import stats  # noqa: E402
 from jaxrl_suite.envs.text import scene_cap as sc  # noqa: E402
@@ -485,9 +486,7 @@ def _bullets(title: str, items) -> list:
 
 
 def plot(runs, noise, steps, path):
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
+  plt = plotting.pyplot()
   fig, ax = plt.subplots(2, 3, figsize=(16, 9))
   panels = [("f1", "true F1 (exact)", "step"), ("proxy", "proxy reward", "step"),
             ("f1", "true F1 vs sqrt KL", "sqrt_kl"), ("claims", "claims per caption", "step"),
@@ -516,9 +515,7 @@ def plot(runs, noise, steps, path):
   a.set_title("E[change of verified precision] from one unverifiable claim")
   a.set_xlabel("false-accept rate eps")
   a.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
+  plotting.save_figure(fig, path, dpi=110)
 
 
 # ---- entry point --------------------------------------------------------------------------------

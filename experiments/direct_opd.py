@@ -41,6 +41,7 @@ from ml_collections import config_flags  # noqa: E402
 import numpy as np  # noqa: E402
 
 from experiments import cli  # noqa: E402
+from jaxrl_suite.core import plotting  # noqa: E402
 from jaxrl_suite.core import results as results_lib  # noqa: E402
 from jaxrl_suite.core import stats  # noqa: E402
 from jaxrl_suite.lm import direct_opd  # noqa: E402
@@ -546,9 +547,7 @@ def analyse(config, res) -> tuple[list, dict, str]:
 
 
 def plot(config, res, path):
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
+  plt = plotting.pyplot()
   tasks = list(res)
   fig, axes = plt.subplots(3, len(tasks), figsize=(6 * len(tasks), 12), squeeze=False)
   colors = {"base": "k", "decode": "tab:blue", "decode_shuffled": "tab:gray",
@@ -594,9 +593,7 @@ def plot(config, res, path):
     ax.set_ylabel("alpha (mean over seeds)")
     ax.set_title(f"{t}: KL coefficient alpha over training")
     ax.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(path, dpi=90)
-  plt.close(fig)
+  plotting.save_figure(fig, path, dpi=90)
 
 
 def main(argv):

@@ -42,6 +42,7 @@ from scipy import stats as sps  # noqa: E402
 import tqdm  # noqa: E402
 
 from experiments import cli  # noqa: E402
+from jaxrl_suite.core import plotting  # noqa: E402
 
 cli.replace_flags(("config", "quick", "workdir", "results_dir"))
 _CONFIG = config_flags.DEFINE_config_file(
@@ -797,9 +798,7 @@ def _markdown(R, claims=()):
 
 
 def _plot(R, path):
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
+  plt = plotting.pyplot()
   fig, ax = plt.subplots(2, 2, figsize=(11, 8))
   rows = R["hub_finite"]["rows"]
   ns = np.array([r["n"] for r in rows], float)
@@ -828,9 +827,7 @@ def _plot(R, path):
   ax[1, 1].set_yscale("log")
   ax[1, 1].set_xticks(range(len(vals)), DOPE_METHODS, rotation=60, fontsize=7)
   ax[1, 1].set(title="DOPE-style: median normalised |err|")
-  fig.tight_layout()
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
+  plotting.save_figure(fig, path, dpi=110)
 
 
 def run(config, quick: bool, workdir: str, results_dir=None) -> dict:

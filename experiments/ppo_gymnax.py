@@ -24,7 +24,7 @@ from ml_collections import config_flags
 from tqdm.auto import tqdm
 
 from jaxrl_suite.algos import ppo, reinforce
-from jaxrl_suite.core import results, stats
+from jaxrl_suite.core import plotting, results, stats
 from jaxrl_suite.envs import registry
 from experiments import cli
 
@@ -95,9 +95,7 @@ def main(argv):
       "reproduced" if m > first else "inconclusive", (lo, hi),
       f"{cfg.minatar_timesteps:.0e} steps, {cfg.minatar_seeds} seeds"))
 
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
+  plt = plotting.pyplot()
   fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
   for ax, (name, run) in zip(axes, runs.items()):
     curve = run["curve"]
@@ -108,9 +106,7 @@ def main(argv):
     ax.set_title(f"{name} ({run['seeds']} seeds)")
     ax.set_xlabel("update")
   axes[0].set_ylabel("episode return")
-  fig.tight_layout()
-  fig.savefig(results.figure_path("ppo_gymnax", "quick" if _QUICK.value else "full"), dpi=100)
-  plt.close(fig)
+  plotting.save_figure(fig, results.figure_path("ppo_gymnax", "quick" if _QUICK.value else "full"), dpi=100)
 
   table = ["| run | env | steps | seeds | final return (mean, 95% CI) | wall s |",
            "|---|---|---|---|---|---|"]

@@ -35,6 +35,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from experiments import cli  # noqa: E402
+from jaxrl_suite.core import plotting  # noqa: E402
 from jaxrl_suite.core import results as results_lib  # noqa: E402
 from jaxrl_suite.core import tree_io  # noqa: E402
 from jaxrl_suite.core import stats  # noqa: E402
@@ -361,9 +362,7 @@ def _smooth(c: np.ndarray, n: int) -> np.ndarray:
 
 
 def _plot(curves, det, methods, path, smooth: int = 5):
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
+  plt = plotting.pyplot()
   fig, ax = plt.subplots(1, 3, figsize=(15, 4))
   for j, m in enumerate(methods):
     for a, k in ((ax[0], "success"), (ax[1], "neglect_per100")):
@@ -385,9 +384,7 @@ def _plot(curves, det, methods, path, smooth: int = 5):
   ax[2].set(title="detection before training (95% CI)")
   ax[2].tick_params(axis="x", rotation=30)
   ax[2].legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
+  plotting.save_figure(fig, path, dpi=110)
 
 
 def run(config, quick: bool, workdir: str, results_dir=None) -> dict:
@@ -444,9 +441,7 @@ def main(argv):
   from configs import stapo as stapo_config
   quick = _FLAGS.quick.value
   config = cli.config_for(stapo_config, _FLAGS.config.value, quick)
-  with cli.user_errors():
-    out = run(config, quick, _FLAGS.workdir.value, _FLAGS.results_dir.value)
-  print(results_lib.verdict_table(out["claims"]))
+  cli.run_and_report(run, config, quick, _FLAGS.workdir.value, _FLAGS.results_dir.value)
 
 
 if __name__ == "__main__":

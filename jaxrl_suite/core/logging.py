@@ -21,6 +21,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from jaxrl_suite.core import plotting
+
 
 class MetricWriter:
   """Appends scalar metrics to `<workdir>/metrics.jsonl` and `<workdir>/metrics.csv`."""
@@ -158,9 +160,7 @@ def plot_learning_curve(jsonl_path: str, png_path: str,
                         keys: Sequence[str] = ("returned_episode_returns",),
                         title: str = "") -> str:
   """Plots metrics against update step from a metrics.jsonl; returns the PNG path."""
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
+  plt = plotting.pyplot()
   rows = read_jsonl(jsonl_path)
   fig, ax = plt.subplots(figsize=(6, 3.5))
   for k in keys:
@@ -171,7 +171,5 @@ def plot_learning_curve(jsonl_path: str, png_path: str,
   ax.set_xlabel("update")
   ax.set_title(title)
   ax.legend()
-  fig.tight_layout()
-  fig.savefig(png_path, dpi=100)
-  plt.close(fig)
+  plotting.save_figure(fig, png_path, dpi=100)
   return png_path
