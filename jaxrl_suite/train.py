@@ -107,6 +107,9 @@ def validate_run_config(config) -> None:
   algos.get(config.get("algo", "ppo"))
   _integral_floats_to_int(config, ("num_envs", "num_steps", "total_timesteps", "update_epochs",
                                    "num_minibatches", "num_seeds", "seed", *HOST_FIELDS))
+  if not registry.is_registered(config.env_name):
+    raise ValueError(f"config.env_name {config.env_name!r} is not a registered environment; "
+                     f"valid names: {', '.join(registry.registered_names())}")
   on_policy.validate(config)
   for name in HOST_FIELDS:
     v = config.get(name)

@@ -292,12 +292,14 @@ def rescale(x: jax.Array, scale) -> jax.Array:
 def validate(config: ml_collections.ConfigDict) -> None:
   """Checks a learner config (and its agent's sub-config) before anything is compiled.
 
+  The learner does not know which environments exist (algos/ never imports envs/): a driver
+  that resolves `config.env_name` checks it too (`jaxrl_suite.train.validate_run_config`).
+
   Raises:
     ValueError: naming the first bad field and what would be valid.
   """
   from jaxrl_suite import agents
   from jaxrl_suite.core.networks import _ACTIVATIONS
-  from jaxrl_suite.envs import registry
 
   def positive_int(name):
     v = config.get(name)
@@ -336,7 +338,4 @@ def validate(config: ml_collections.ConfigDict) -> None:
   if any(not isinstance(k, str) for k in config.get("episode_info", ())):
     raise ValueError(f"config.episode_info must be info field names, got {config.episode_info!r}")
   agents.validate(config)
-  if not registry.is_registered(config.env_name):
-    raise ValueError(f"config.env_name {config.env_name!r} is not a registered environment; "
-                     f"valid names: {', '.join(registry.registered_names())}")
   positive_int("num_seeds")
