@@ -31,7 +31,7 @@ def _service(spec, p, o):
   while pf < p:
     c = min(MBT, p - pf)
     t_pref += float(cost_model.iteration_time(np, spec.t_ovh, spec.t_w, spec.alpha, spec.beta,
-                                              spec.gamma, c, 0, c * (pf + c)))
+                                              spec.gamma, c, 0, c * pf + c * (c + 1) // 2))
     pf += c
   g = np.arange(1, o, dtype=np.float64)
   dec = float(np.sum(cost_model.iteration_time(np, spec.t_ovh, spec.t_w, spec.alpha, spec.beta,
@@ -86,7 +86,7 @@ def test_engine_settings_fit_the_tpot_budget(slo_tpot):
   worst iteration fits the TPOT SLO; max_num_seqs is vLLM's default."""
   for name, spec in cost_model.GPU_TYPES.items():
     s = cost_model.engine_settings(spec, slo_tpot)
-    d = cost_model.VLLM_DEFAULTS[name]
+    d = cost_model.VLLM_DEFAULTS[spec.gpu_type]
     assert s.max_num_seqs == d.max_num_seqs
     n = s.max_num_batched_tokens
     assert n % cost_model.CHUNK_STEP == 0 and n <= d.max_num_batched_tokens

@@ -137,10 +137,10 @@ def test_static_closed_form_equals_iteration_sum():
   ps = [100, 900, 2500]
   os_ = [3, 40, 17]
   n, m = len(ps), max(os_)
+  pairs = sum(p * (p + 1) // 2 for p in ps)     # causal prefill of each prompt
   pref, tot = cost_model.static_batch_time(np, a.t_ovh, a.t_w, a.alpha, a.beta, a.gamma, n,
-                                           sum(ps), sum(p * p for p in ps), m)
-  it = cost_model.iteration_time(np, a.t_ovh, a.t_w, a.alpha, 0.0, a.gamma, sum(ps), 0.0,
-                                 sum(p * p for p in ps))
+                                           sum(ps), pairs, m)
+  it = cost_model.iteration_time(np, a.t_ovh, a.t_w, a.alpha, 0.0, a.gamma, sum(ps), 0.0, pairs)
   assert pref == pytest.approx(it, rel=1e-12)
   for k in range(1, m):
     it += cost_model.iteration_time(np, a.t_ovh, a.t_w, a.alpha, a.beta, 0.0, n,

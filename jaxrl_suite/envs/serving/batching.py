@@ -5,8 +5,14 @@ Static mode (`StaticBatching`, request-level batching, FasterTransformer / Orca'
   B = batch_levels[a] (B = 0: wait `wait_dt` seconds, or until the next arrival if that is
   sooner). The batch takes the first min(B, queue, KV slots) queued requests (FCFS), reserves
   max-length KV (ceil(max_model_len / 16) blocks) per slot, runs one unchunked prefill and then
-  padded decode steps until its longest member finishes (`cost_model.static_batch_time`). Members
-  get their first token after the prefill and finish when the batch ends; arrivals wait.
+  padded decode steps until its longest member finishes (`cost_model.static_batch_time`);
+  arrivals wait. Latency is per-token streaming, as a serving engineer measures it (TTFT and TPOT
+  are stream metrics; DistServe, vLLM's benchmark): a member's first token leaves after the
+  prefill, each decode step streams one more, and a member with o output tokens is complete when
+  its last token leaves, after prefill + D(o - 1) (`cost_model.static_decode_time`), not when the
+  batch ends. Its slot keeps computing padding until the longest member ends: the GPU is busy
+  (and the next batch waits) until then. (Before, members finished at the batch end, which
+  charged every short member the longest member's decode in its TPOT.)
 Continuous mode (`ContinuousBatching`): the GPU runs the iteration-level engine (`engine.py`) and
   the agent sets its admission cap max_num_seqs = cap_levels[a] every `decision_dt` seconds.
 Reward: requests finished within the SLO (TTFT <= slo_ttft and TPOT <= slo_tpot) during the step.
@@ -109,13 +115,17 @@ class StaticBatching(env_base.ServingEnv):
     go = n > 0
     p = jnp.where(mem, req.prompt, 0)
     sum_p = jnp.sum(p).astype(ft)
-    sum_p2 = jnp.sum(p * p).astype(ft)
+    sum_pairs = jnp.sum(cost_model.prefill_pairs(0.0, p.astype(ft)))   # causal, in float
     max_o = jnp.max(jnp.where(mem, req.output, 1)).astype(ft)
     t_pref, t_tot = cost_model.static_batch_time(jnp, hw.t_ovh[0], hw.t_w[0], hw.alpha[0],
                                                  hw.beta[0], hw.gamma[0], n.astype(ft), sum_p,
-                                                 sum_p2, max_o)
+                                                 sum_pairs, max_o)
+    # per-token streaming: member i is complete after prefill + D(o_i - 1) (module docstring)
+    t_own = t_pref + cost_model.static_decode_time(jnp, hw.t_ovh[0], hw.t_w[0], hw.alpha[0],
+                                                   hw.beta[0], n.astype(ft), sum_p,
+                                                   (req.output - 1).astype(ft))
     ttft = jnp.where(mem, s.t + t_pref, s.ttft)
-    finish = jnp.where(mem, s.t + t_tot, s.finish)
+    finish = jnp.where(mem, s.t + t_own, s.finish)
     status = jnp.where(mem, engine.DONE, s.status).astype(jnp.int32)
     t_new = jnp.where(go, s.t + t_tot, s.t + params.wait_dt)
     # Skip idle time: with nothing queued, the next decision is at the next arrival.
@@ -254,15 +264,21 @@ class ContinuousBatching(env_base.EventEnv):
 def default_params(mode: str = "static", gpu: str = "A100-7B",
                    trace: str | traces.Trace = "azure_conv", train_frac: float | None = 0.6,
                    part: str = "early", max_batched_tokens: int = 2048,
-                   max_model_len: int = 4096, levels: Sequence[int] | None = None,
-                   **overrides: Any) -> EnvParams:
+                   max_model_len: int | None = None, levels: Sequence[int] | None = None,
+                   model: str = cost_model.LLAMA2_7B.name, **overrides: Any) -> EnvParams:
+  """Params of GPU type `gpu` serving `model` (cost_model.spec_for) over (a part of) a trace;
+  max_model_len None = the model's context, at most the GPU's KV capacity (prompts are clipped
+  to it: `traces.Trace.clip_stats` reports how much)."""
   tr = traces.load_shipped(trace) if isinstance(trace, str) else trace
   if train_frac is not None:
     early, late = tr.split(train_frac)
     tr = early if part == "early" else late
   if levels is None:
     levels = STATIC_LEVELS if mode == "static" else CAP_LEVELS
-  hw = engine.make_hardware([cost_model.GPU_TYPES[gpu]], max_batched_tokens)
+  spec = cost_model.spec_for(gpu, model)
+  if max_model_len is None:
+    max_model_len = cost_model.max_model_len_of(spec)
+  hw = engine.make_hardware([spec], max_batched_tokens)
   return EnvParams(hw=hw, trace=workload.trace_arrays(tr, max_model_len),
                    levels=jnp.asarray(levels, jnp.int32), max_model_len=max_model_len,
                    **overrides)

@@ -2,13 +2,26 @@
 
 One engine iteration (a batch of prefill chunks and decode tokens on one GPU or TP group) takes
 
-    t_iter = t_ovh + max(t_w, alpha * N_tok) + beta * sum_decode ctx_j + gamma * sum_prefill c_i^2
+    t_iter = t_ovh + max(t_w, alpha * N_tok) + beta * sum_decode ctx_j + gamma * sum_prefill A_i
 
 where `N_tok` = prefill tokens + decode sequences in the step, `t_w` the weight-streaming floor
 (memory-bound small batches), `alpha` the per-token GEMM cost once compute-bound, `beta` the
-per-context-token cost of reading KV in decode attention, and `gamma` the quadratic part of prefill
-attention (applied to each prefill chunk length c_i). This is the two-regime model of the design
-doc (docs/serving.md), the same shape as microsoft/vidur's predictors.
+per-context-token cost of reading KV in decode attention, and `gamma` the cost of one
+(query, key) pair of prefill attention. A_i counts the pairs of prefill chunk i with causal
+masking: a chunk of c tokens after p tokens already in the KV cache (earlier chunks, or the prefix
+cache) has token j = 1..c attend to the p earlier tokens and the j tokens up to itself, so
+
+    A(p, c) = sum_{j=1..c} (p + j) = c p + c (c + 1) / 2 = c (p + (c + 1) / 2)
+
+(`prefill_pairs`; an unchunked prompt of p tokens: p (p + 1) / 2, about half of the p^2 of
+unmasked attention). This is the two-regime model of the design doc (docs/serving.md), the same
+shape as microsoft/vidur's predictors.
+
+A GPUSpec is one GPU type serving one model. The Llama-2-7B specs are the measured base;
+`for_model(spec, model)` derives the same GPU serving another architecture (`ModelProfile`) by
+scaling each constant with what drives it (weight bytes, FLOPs per token, KV bytes per token,
+attention FLOPs per pair, memory left for KV). `LONG_CONTEXT` holds Llama-3.1-8B (128k context)
+on each 7B GPU type: the model for Mooncake, whose prompts reach 123k tokens (`TRACE_MODELS`).
 
 KV capacity is counted in 16-token blocks (vLLM's paged-attention block size).
 
@@ -39,10 +52,17 @@ class GPUSpec:
   beta: float      # s per decode context token (KV read, memory-bound)
   gamma: float     # s per prefill-chunk token^2 (attention quadratic term)
   kv_tokens: int   # KV capacity in tokens after weights, at gpu_memory_utilization 0.9
+  gpu: str = ""    # the GPU type (a GPU_TYPES name) when it differs from `name` (for_model)
+  max_model_len: int = 4096   # the model's context: prompt + output tokens
 
   @property
   def kv_blocks(self) -> int:
     return self.kv_tokens // BLOCK_TOKENS
+
+  @property
+  def gpu_type(self) -> str:
+    """The GPU type (a base spec name): engine defaults and the observation type code."""
+    return self.gpu or self.name
 
 
 # --- Llama-2-7B, fp16, TP1 -------------------------------------------------------------------
@@ -73,9 +93,98 @@ L4_7B = GPUSpec("L4-7B", t_ovh=0.5e-3, t_w=45e-3, alpha=160e-6, beta=1.75e-6, ga
 A100x4_70B = GPUSpec("A100x4-70B", t_ovh=3.7e-3, t_w=24.9e-3, alpha=149e-6, beta=0.04e-6,
                      gamma=4.2e-9, kv_tokens=500_000)
 
-GPU_TYPES = {g.name: g for g in (A100_7B, H100_7B, L4_7B, A100x4_70B)}
-# Order used for the one-hot GPU-type feature in observations.
-TYPE_INDEX = {name: i for i, name in enumerate(GPU_TYPES)}
+BASE_TYPES = (A100_7B, H100_7B, L4_7B, A100x4_70B)
+# Order used for the one-hot GPU-type feature in observations (GPU types only: a model variant
+# has its GPU's index).
+TYPE_INDEX = {g.name: i for i, g in enumerate(BASE_TYPES)}
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelProfile:
+  """A decoder-only transformer's serving-relevant sizes (fp16 weights and KV)."""
+  name: str
+  n_params: float      # parameters
+  n_layers: int
+  n_heads: int         # query heads
+  n_kv_heads: int      # key/value heads (GQA)
+  head_dim: int
+  max_context: int     # tokens
+
+  @property
+  def weight_bytes(self) -> float:
+    return 2.0 * self.n_params
+
+  @property
+  def kv_bytes_per_token(self) -> float:
+    """K and V of every layer: 2 * layers * kv_heads * head_dim * 2 bytes."""
+    return 2.0 * self.n_layers * self.n_kv_heads * self.head_dim * 2
+
+  @property
+  def attn_flops_per_pair(self) -> float:
+    """QK^T and AV, 2 FLOPs per multiply-add each: 4 * layers * heads * head_dim per pair."""
+    return 4.0 * self.n_layers * self.n_heads * self.head_dim
+
+
+# Llama-2-7B (Touvron et al. 2023, arXiv:2307.09288; HF config): 6.74e9 params, 32 layers,
+# 32 heads (MHA), head_dim 128, 4096-token context.
+LLAMA2_7B = ModelProfile("Llama-2-7B", 6.74e9, 32, 32, 32, 128, 4096)
+# Llama-3.1-8B (Llama Team, "The Llama 3 Herd of Models", arXiv:2407.21783, Table 3; HF config
+# meta-llama/Llama-3.1-8B): 8.03e9 params, 32 layers, d_model 4096 = 32 heads x 128, 8 KV heads
+# (GQA), 131,072-token context. KV per token 2*32*8*128*2 B = 128 KiB (a quarter of Llama-2-7B);
+# attention FLOPs per pair equal to Llama-2-7B's (same query heads and width).
+LLAMA31_8B = ModelProfile("Llama-3.1-8B", 8.03e9, 32, 32, 8, 128, 131_072)
+MODELS = {m.name: m for m in (LLAMA2_7B, LLAMA31_8B)}
+
+
+def for_model(spec: GPUSpec, model: ModelProfile, name: str | None = None) -> GPUSpec:
+  """The GPU of `spec` (a Llama-2-7B spec) serving `model`, derived by scaling:
+  t_w with weight bytes (weight streaming), alpha with parameters (GEMM FLOPs per token), beta
+  with KV bytes per token (decode attention reads the KV cache), gamma with attention FLOPs per
+  pair; KV capacity = the base's KV memory, minus the extra weight bytes, over the model's KV
+  bytes per token. t_ovh is kept (scheduler/launch cost). Derived, not measured."""
+  if spec.gpu or spec.max_model_len != LLAMA2_7B.max_context or not spec.name.endswith("-7B"):
+    raise ValueError(f"for_model derives from a Llama-2-7B spec, got {spec.name!r}")
+  b = LLAMA2_7B
+  kv_mem = spec.kv_tokens * b.kv_bytes_per_token - (model.weight_bytes - b.weight_bytes)
+  if kv_mem <= model.kv_bytes_per_token * BLOCK_TOKENS:
+    raise ValueError(f"{model.name} leaves no KV memory on {spec.name}")
+  return GPUSpec(name or f"{spec.name[:-3]}-{model.name}", t_ovh=spec.t_ovh,
+                 t_w=spec.t_w * model.weight_bytes / b.weight_bytes,
+                 alpha=spec.alpha * model.n_params / b.n_params,
+                 beta=spec.beta * model.kv_bytes_per_token / b.kv_bytes_per_token,
+                 gamma=spec.gamma * model.attn_flops_per_pair / b.attn_flops_per_pair,
+                 kv_tokens=int(kv_mem // model.kv_bytes_per_token), gpu=spec.name,
+                 max_model_len=model.max_context)
+
+
+# Llama-3.1-8B on each 7B GPU type (~440k KV tokens on 80 GB parts, ~52k on L4, so one L4 holds
+# less than a 128k context: `max_model_len_of` caps it at the KV capacity, as vLLM does).
+LONG_CONTEXT = {s.name: for_model(s, LLAMA31_8B, f"{s.name[:-3]}-8B")
+                for s in (A100_7B, H100_7B, L4_7B)}
+GPU_TYPES = {g.name: g for g in BASE_TYPES + tuple(LONG_CONTEXT.values())}
+# The model each shipped trace is served with: one whose context holds the trace (Azure 2023:
+# prompts mostly < 4k, ~1% of prompt tokens clipped; Mooncake: prompts up to 123k tokens).
+TRACE_MODELS = {"azure_conv": LLAMA2_7B.name, "azure_code": LLAMA2_7B.name,
+                "mooncake_conv": LLAMA31_8B.name}
+
+
+def spec_for(gpu: str, model: str = LLAMA2_7B.name) -> GPUSpec:
+  """The spec of GPU type `gpu` (a Llama-2-7B spec name, e.g. "A100-7B") serving `model`."""
+  if model not in MODELS:
+    raise ValueError(f"unknown model {model!r}; known: {sorted(MODELS)}")
+  if gpu not in GPU_TYPES or GPU_TYPES[gpu].gpu:
+    raise ValueError(f"unknown GPU type {gpu!r}; known: {[g.name for g in BASE_TYPES]}")
+  if model == LLAMA2_7B.name:
+    return GPU_TYPES[gpu]
+  if model == LLAMA31_8B.name and gpu in LONG_CONTEXT:
+    return LONG_CONTEXT[gpu]
+  return for_model(GPU_TYPES[gpu], MODELS[model])
+
+
+def max_model_len_of(spec: GPUSpec) -> int:
+  """Context the engine accepts: the model's, at most what the KV cache holds (vLLM refuses a
+  max_model_len whose KV does not fit)."""
+  return int(min(spec.max_model_len, spec.kv_blocks * BLOCK_TOKENS))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,11 +207,19 @@ VLLM_DEFAULTS = {
 CHUNK_STEP = 256   # token budgets are searched in multiples of this
 
 
+def prefill_pairs(p, c):
+  """A(p, c) = c p + c (c + 1) / 2: (query, key) pairs of a causal prefill chunk of c tokens
+  after p cached tokens (module docstring). Integer-valued; exact in float64."""
+  return c * p + c * (c + 1) / 2
+
+
 def worst_iteration_time(spec: GPUSpec, n_tok: int) -> float:
   """Longest iteration with a token budget n_tok: one prefill chunk of n_tok tokens attending to
-  itself (gamma n_tok^2) while decodes read a full KV cache (beta * kv_tokens)."""
+  itself causally (gamma n_tok (n_tok + 1) / 2) while decodes read a full KV cache
+  (beta * kv_tokens)."""
   return float(iteration_time(np, spec.t_ovh, spec.t_w, spec.alpha, spec.beta, spec.gamma,
-                              float(n_tok), float(spec.kv_tokens), float(n_tok) ** 2))
+                              float(n_tok), float(spec.kv_tokens),
+                              float(prefill_pairs(0, n_tok))))
 
 
 def engine_settings(spec: GPUSpec, slo_tpot: float) -> EngineSettings:
@@ -110,7 +227,7 @@ def engine_settings(spec: GPUSpec, slo_tpot: float) -> EngineSettings:
   CHUNK_STEP whose worst iteration (`worst_iteration_time`) fits the TPOT budget: every
   iteration emits one token to each decoding request, so a longer one breaks the TPOT SLO of all
   of them. E.g. L4 at 0.2 s: 2048 tokens take ~0.39 s, the budget becomes 768 (~0.16 s)."""
-  d = VLLM_DEFAULTS[spec.name]
+  d = VLLM_DEFAULTS[spec.gpu_type]
   n = d.max_num_batched_tokens
   while n > CHUNK_STEP and worst_iteration_time(spec, n) > slo_tpot:
     n -= CHUNK_STEP
@@ -129,31 +246,36 @@ def spec_table(specs: Sequence[GPUSpec]) -> dict[str, np.ndarray]:
       "beta": np.array([s.beta for s in specs], np.float64),
       "gamma": np.array([s.gamma for s in specs], np.float64),
       "kv_blocks": np.array([s.kv_blocks for s in specs], np.int32),
-      "type_id": np.array([TYPE_INDEX[s.name] for s in specs], np.int32),
+      "type_id": np.array([TYPE_INDEX[s.gpu_type] for s in specs], np.int32),
   }
 
 
-def iteration_time(xp, t_ovh, t_w, alpha, beta, gamma, n_tok, sum_ctx, sum_chunk_sq):
+def iteration_time(xp, t_ovh, t_w, alpha, beta, gamma, n_tok, sum_ctx, sum_pairs):
   """t_iter for one iteration; `xp` is numpy or jax.numpy (shared by the env and the reference).
+  sum_pairs: sum of `prefill_pairs` over the iteration's prefill chunks.
 
   The token sums are integers, converted here so both simulators add the same floats in the
   same order.
   """
-  return (t_ovh + xp.maximum(t_w, alpha * n_tok) + beta * sum_ctx + gamma * sum_chunk_sq)
+  return (t_ovh + xp.maximum(t_w, alpha * n_tok) + beta * sum_ctx + gamma * sum_pairs)
 
 
-def static_batch_time(xp, t_ovh, t_w, alpha, beta, gamma, n, sum_p, sum_p_sq, max_o):
+def static_decode_time(xp, t_ovh, t_w, alpha, beta, n, sum_p, m):
+  """D(m) = sum_{k=1..m} (t_ovh + max(t_w, alpha n) + beta (sum p + n k)): the first m padded
+  decode iterations of a static batch of n requests (closed form)."""
+  return m * (t_ovh + xp.maximum(t_w, alpha * n) + beta * sum_p) + beta * n * (m * (m + 1) / 2.0)
+
+
+def static_batch_time(xp, t_ovh, t_w, alpha, beta, gamma, n, sum_p, sum_pairs, max_o):
   """Duration of a static (request-level) batch of `n` requests, closed form.
 
-  One unchunked prefill iteration (N_tok = sum p, gamma * sum p^2) produces the first token of
-  every member; then max_o - 1 padded decode iterations k = 1..M-1 each cost
-  t_ovh + max(t_w, alpha n) + beta (sum p + n k): every slot computes until the longest member
-  ends (FasterTransformer-style padding).
+  One unchunked prefill iteration (N_tok = sum p, gamma * sum p (p + 1) / 2: `sum_pairs`, causal)
+  produces the first token of every member; then max_o - 1 padded decode iterations
+  k = 1..M-1 (`static_decode_time`): every slot computes until the longest member ends
+  (FasterTransformer-style padding). A member with o output tokens has streamed its last one
+  after prefill + D(o - 1) (batching.py: per-token streaming).
 
   Returns (prefill_time, total_time).
   """
-  t_pref = t_ovh + xp.maximum(t_w, alpha * sum_p) + gamma * sum_p_sq
-  m1 = max_o - 1
-  t_dec = (m1 * (t_ovh + xp.maximum(t_w, alpha * n) + beta * sum_p)
-           + beta * n * (m1 * (m1 + 1) / 2.0))
-  return t_pref, t_pref + t_dec
+  t_pref = t_ovh + xp.maximum(t_w, alpha * sum_p) + gamma * sum_pairs
+  return t_pref, t_pref + static_decode_time(xp, t_ovh, t_w, alpha, beta, n, sum_p, max_o - 1)

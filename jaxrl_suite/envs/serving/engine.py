@@ -35,8 +35,10 @@ One iteration on GPU g, scheduled at time t (vLLM-like, rules of design doc §2.
   3. Token budget max_num_batched_tokens: one token per decoding request first, the rest as
      prefill chunks in FCFS order (chunked prefill, Sarathi).
   4. Duration from `cost_model.iteration_time` with N_tok = sum of scheduled tokens,
-     sum_ctx = sum of decode contexts p + gen, and prefill "chunk^2" = c (pf + c) (a chunk attends
-     to everything before it; = p^2 for an unchunked prefill).
+     sum_ctx = sum of decode contexts p + gen, and prefill attention pairs
+     A(pf, c) = c pf + c (c + 1) / 2 per chunk (`cost_model.prefill_pairs`: causal masking, token
+     j of the chunk attends to the pf earlier tokens and to j of its own; p (p + 1) / 2 for an
+     unchunked prefill).
 At the iteration's end every scheduled request advances: prefill chunks add to pf; a request whose
 prefill completes, and every decoding request, emits one token (TTFT = end of the iteration that
 emits the first token); a request with gen == o finishes.
@@ -571,10 +573,11 @@ def schedule(eng: Engine, hw: Hardware, g, t, span_bound=INF, fast_forward: bool
   mine_chunk = jnp.where(mine, chunk, 0)
   n_tok = jnp.sum(mine_chunk)
   sum_ctx = jnp.sum(jnp.where(dec, req.prompt + eng.gen, 0))
-  sum_sq = jnp.sum(jnp.where(pref, chunk * (pf + chunk), 0))
+  # causal prefill pairs, in the float dtype (c pf overflows int32 at 128k contexts)
+  sum_sq = jnp.sum(jnp.where(pref, cost_model.prefill_pairs(pf.astype(ft), chunk.astype(ft)), 0))
   dur = cost_model.iteration_time(jnp, _pick(hw.t_ovh, g), _pick(hw.t_w, g),
                                   _pick(hw.alpha, g), _pick(hw.beta, g), _pick(hw.gamma, g),
-                                  n_tok.astype(ft), sum_ctx.astype(ft), sum_sq.astype(ft))
+                                  n_tok.astype(ft), sum_ctx.astype(ft), sum_sq)
   busy = n_tok > 0
   kv = used + jnp.sum(jnp.where(admit, _blocks(pt), 0))
   i32 = lambda x: x.astype(jnp.int32)

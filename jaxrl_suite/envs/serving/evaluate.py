@@ -174,12 +174,21 @@ def metrics(arr: dict[str, np.ndarray], slo_ttft: float, slo_tpot: float,
   """Serving metrics of ONE episode (arrays [K]); the first `warmup` requests are excluded
   (steady-state replays: they met a cluster that was still filling up).
 
-  throughput = finished requests / makespan (first arrival -> last finish) [req/s], i.e. the
-  completion rate of the episode's work (it falls when queues build or a long request ends up on
-  a slow GPU); token_throughput = their output tokens / makespan; goodput = requests that meet the
-  SLO / arrival window W = [first, last arrival] (= arrival rate x SLO attainment). Unfinished
-  requests count as SLO misses and are excluded from latency percentiles (their number is
-  reported).
+  All rates are per second of the offered window [t0, t1], t0 = arrival of the first request
+  measured (after the warm-up), t1 = the last arrival, W = t1 - t0:
+    goodput    = measured requests finished with TTFT <= slo_ttft and TPOT <= slo_tpot / W
+                 (DistServe; = arrival rate x SLO attainment),
+    throughput = completions (of any request of the episode) at times in [t0, t1] / W,
+    token_throughput = the output tokens of those completions / W:
+  the departure rate while requests are offered, which is the arrival rate when the GPU keeps
+  up and its service rate when it does not. (Counting every measured request that eventually
+  finishes over W would give the arrival rate whatever the GPU does, since episodes drain.)
+  completion_rate = finished measured requests / makespan (t0 -> their last finish) is kept as
+  a diagnostic of the drain. TTFT = first
+  token - arrival; TPOT = (finish - first token) / (output - 1), the mean time per output token
+  after the first, from the stream (batching.py: static batches stream per token too).
+  Unfinished requests count as SLO misses and are excluded from latency percentiles (their number
+  is reported).
   segregation = P(fast GPU | long) - P(fast GPU | short), fast = H100/A100 types (0 = no
   segregation, 1 = perfect), "long" = true output > LONG_OUTPUT tokens. `rejected`: requests
   turned away by a full engine window (engine.py), counted as SLO misses.
@@ -188,17 +197,21 @@ def metrics(arr: dict[str, np.ndarray], slo_ttft: float, slo_tpot: float,
   """
   if not 0 <= warmup < len(arr["status"]):
     raise ValueError(f"warmup={warmup} must be in [0, {len(arr['status'])})")
+  t0, t1 = float(arr["arrival"][warmup]), float(arr["arrival"].max())
+  dep = (arr["status"] == engine.DONE) & (arr["finish"] >= t0) & (arr["finish"] <= t1)
+  n_dep, tok_dep = float(dep.sum()), float(arr["output"][dep].sum())
   arr = {k: v[warmup:] for k, v in arr.items()}
   done = arr["status"] == engine.DONE
-  span = max(arr["arrival"].max() - arr["arrival"].min(), 1e-9)
+  span = max(t1 - t0, 1e-9)
   makespan = (arr["finish"][done].max() - arr["arrival"].min()) if done.any() else np.nan
   ttft = arr["ttft"] - arr["arrival"]
   e2e = arr["finish"] - arr["arrival"]
   tpot = (arr["finish"] - arr["ttft"]) / np.maximum(arr["output"] - 1, 1)
   good = done & (ttft <= slo_ttft) & (tpot <= slo_tpot)
   pct = lambda x, q: float(np.percentile(x[done], q)) if done.any() else float("nan")
-  out = {"throughput": done.sum() / makespan, "goodput": good.sum() / span,
-         "token_throughput": arr["output"][done].sum() / makespan,
+  out = {"throughput": n_dep / span, "goodput": good.sum() / span,
+         "token_throughput": tok_dep / span,
+         "completion_rate": done.sum() / makespan,
          "slo_attainment": good.mean(), "unfinished": float((~done).sum()),
          "ttft_p50": pct(ttft, 50), "ttft_p99": pct(ttft, 99),
          "e2e_p50": pct(e2e, 50), "e2e_p99": pct(e2e, 99),

@@ -226,7 +226,7 @@ class RefCluster:
       r.chunk = c
       if c > 0:
         n_tok += c
-        sum_sq += c * (r.pf + c)
+        sum_sq += c * r.pf + c * (c + 1) // 2      # causal pairs (cost_model.prefill_pairs)
         batch.append(r)
     gpu.batch = batch
     gpu.kv_used = used + w_blocks
@@ -321,14 +321,17 @@ def simulate_static(spec: cost_model.GPUSpec, arrival, prompt, output,
       n, m = len(members), max(int(output[i]) for i in members)
       # prefill iteration: one unchunked prefill of all prompts -> first token of every member
       dur = cost_model.iteration_time(np, spec.t_ovh, spec.t_w, spec.alpha, 0.0, spec.gamma,
-                                      float(sum(ps)), 0.0, float(sum(p * p for p in ps)))
+                                      float(sum(ps)), 0.0,
+                                      float(sum(p * (p + 1) // 2 for p in ps)))   # causal
       t_first = t + dur
       total = dur
+      ends = [total]                     # ends[k]: time after the prefill and k decode steps
       for step in range(1, m):           # padded decode steps until the longest member ends
         total += cost_model.iteration_time(np, spec.t_ovh, spec.t_w, spec.alpha, spec.beta, 0.0,
                                            float(n), float(sum(ps) + n * step), 0.0)
-      for i in members:
-        status[i], ttft[i], finish[i] = DONE, t_first, t + total
+        ends.append(total)
+      for i in members:                  # per-token streaming: done when its last token leaves
+        status[i], ttft[i], finish[i] = DONE, t_first, t + ends[int(output[i]) - 1]
       t = t + total
     else:
       t = t + wait_dt

@@ -93,6 +93,17 @@ class Trace:
     return dataclasses.replace(self, prompt=p, output=o, hash_ids=clip_hashes(self.hash_ids, p))
 
 
+def clip_stats(tr: Trace, max_model_len: int, max_output: int = 2048) -> dict[str, float]:
+  """How much `Trace.clipped` changes a trace: share of requests changed, of prompt and of output
+  tokens removed, for a model whose context is `max_model_len` tokens."""
+  cl = tr.clipped(max_model_len, max_output)
+  changed = (cl.prompt != tr.prompt) | (cl.output != tr.output)
+  return {"requests": len(tr), "max_model_len": int(max_model_len),
+          "clipped_share": float(changed.mean()) if len(tr) else 0.0,
+          "prompt_tokens_removed_share": float(1 - cl.prompt.sum() / max(tr.prompt.sum(), 1)),
+          "output_tokens_removed_share": float(1 - cl.output.sum() / max(tr.output.sum(), 1))}
+
+
 def clip_hashes(hash_ids: np.ndarray | None, prompt: np.ndarray) -> np.ndarray | None:
   """Block ids of prompts clipped to `prompt` tokens: the first ceil(prompt / 512) ids are kept
   (for the cache a clipped prompt is the prefix of the original; its length is what the
