@@ -251,6 +251,22 @@ def tune(ev: harness.Evaluator, grids: dict[str, list], params, starts, scales: 
   return tuned, score, len(flat) * len(loads) * len(starts)
 
 
+def best_heuristic_capacity(ev: harness.Evaluator, grids: dict[str, list], params, starts, key,
+                            slo, trace_rate: float, type_id=None) -> tuple[float, float, str]:
+  """Capacity = the largest rate at which the BEST tuned heuristic meets the SLO for 90% of
+  requests on the training windows `starts`: every grid point of every family is a candidate at
+  every probed rate, so each family is tuned per rate (SITA's threshold, ...). Returns
+  (capacity req/s, rate scale, "family knobs" of the heuristic that sets it)."""
+  flat = [(f, g) for f, gs in grids.items() for g in gs]
+  cap, scale, i = harness.slo_capacity_best(ev, [g for _, g in flat], params, starts, key, slo,
+                                            trace_rate, type_id=type_id)
+  if i < 0:
+    return cap, scale, "none"
+  f, g = flat[i]
+  return cap, scale, (f"{f} ({heuristics.describe(f, g)})" if heuristics.FAMILY_KNOBS.get(f)
+                      else f)
+
+
 def evaluate_table(ev: harness.Evaluator, tuned: dict, families: Sequence[str],
                    learned: dict[str, Any], rl_pp, params, starts, scales: dict, seeds, slo,
                    type_id=None) -> dict:
@@ -272,15 +288,22 @@ def evaluate_table(ev: harness.Evaluator, tuned: dict, families: Sequence[str],
   groups: dict = {}
   for t, m in zip(tags, ms):
     groups.setdefault(t, []).append(m)
-  table: dict = {}
+  cells: dict = {}
   for (name, ld, si), v in groups.items():
-    table.setdefault((name, ld), [None] * len(seeds))[si] = harness.mean_metrics(v)
-  return table
+    cells.setdefault((name, ld), [None] * len(seeds))[si] = v
+  # per-seed means that keep the (seed, window) cells: CIs over windows x seeds
+  return {k: harness.Cells(v) for k, v in cells.items()}
 
 
 def paired_ratio(table, a: str, b: str, ld, metric: str = "goodput"):
-  x = np.array([m[metric] for m in table[(a, ld)]])
-  y = np.array([m[metric] for m in table[(b, ld)]])
+  """(ratio, lo, hi) of a's mean metric over b's, paired by (seed, window) with the two-way
+  bootstrap over seeds and windows (`harness.crossed_ratio_ci`) when the table keeps its cells;
+  else paired over seeds."""
+  ta, tb = table[(a, ld)], table[(b, ld)]
+  if isinstance(ta, harness.Cells) and isinstance(tb, harness.Cells):
+    return harness.crossed_ratio_ci(ta.grid(metric), tb.grid(metric))
+  x = np.array([m[metric] for m in ta])
+  y = np.array([m[metric] for m in tb])
   return stats.paired_ratio_ci(x, y)
 
 

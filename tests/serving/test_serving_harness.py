@@ -102,3 +102,51 @@ def test_clip_stats_count_clipped_requests():
   assert s["clipped_share"] == pytest.approx(0.75)        # rows 1, 2 (context), 3 (output)
   conv = serving_common.clip_stats(traces.load_shipped("azure_conv"))
   assert 0.02 < conv["clipped_share"] < 0.3
+
+
+def test_cis_count_windows_and_seeds():
+  """Two-way (seeds x windows) bootstrap: a deterministic policy (every seed equal) that varies
+  across windows gets a CI of positive width around the float64 mean; identical cells give a
+  zero-width CI; a paired ratio of exactly 2x is [2, 2]; the percentile CI matches a direct
+  numpy resampling with the same draws."""
+  w = np.array([1.0, 2.0, 4.0, 3.0])
+  x = np.tile(w, (5, 1))                                    # 5 seeds, 4 windows
+  m, lo, hi = harness.crossed_ci(x)
+  assert m == pytest.approx(2.5) and lo < m < hi and hi - lo > 0.5
+  assert harness.crossed_ci(np.full((3, 4), 7.0)) == (7.0, 7.0, 7.0)
+  r = harness.crossed_ratio_ci(2 * x + 0 * np.arange(5)[:, None], x)
+  np.testing.assert_allclose(r, (2.0, 2.0, 2.0), rtol=1e-12)
+  rng = np.random.default_rng(0)
+  y = rng.normal(size=(4, 3))
+  si, wi = harness._crossed_draws(4, 3, 500, 1)
+  ref = np.array([y[s][:, v].mean() for s, v in zip(si, wi)])
+  got = harness.crossed_ci(y, n_boot=500, seed=1)
+  np.testing.assert_allclose(got[1:], np.percentile(ref, [2.5, 97.5]), rtol=1e-12)
+  # Cells: per-seed means for old callers, the grid for the CI
+  cells = harness.Cells([[{"goodput": v} for v in w] for _ in range(5)])
+  assert [c["goodput"] for c in cells] == [2.5] * 5
+  s = harness.summarize(cells)["goodput"]
+  assert s[0] == pytest.approx(2.5) and s[2] - s[1] > 0.5
+  assert harness.summarize(list(cells))["goodput"][1:] == [2.5, 2.5]   # seeds only: zero width
+
+
+def test_capacity_is_set_by_the_best_tuned_heuristic():
+  """The capacity probe takes every grid point of every family: the best one at each rate sets
+  it. Stub evaluator: attainment 1 below a per-candidate rate scale limit, else 0."""
+  from experiments import serving_common
+
+  limits = [2 ** (2 / 4), 2 ** (5 / 4), 2 ** (3 / 4)]      # jsq, sita(th=512), sita(th=1024)
+
+  class Stub:
+    def grid(self, pps, params, starts, rates, key, slo, type_id=None):
+      out = np.empty((len(pps), 1), object)
+      for i, pp in enumerate(pps):
+        out[i, 0] = {"slo_attainment": float(rates[0] <= pp["lim"] + 1e-9)}
+      return out
+
+  mk = lambda lim, th=None: {"lim": lim, **({} if th is None else {"w": 1.0, "threshold": th})}
+  grids = {"jsq": [mk(limits[0])], "sita": [mk(limits[1], 512.0), mk(limits[2], 1024.0)]}
+  cap, scale, who = serving_common.best_heuristic_capacity(Stub(), grids, None, [0], None,
+                                                           (2.0, 0.2), 10.0)
+  assert scale == pytest.approx(2 ** (5 / 4)) and cap == pytest.approx(10 * 2 ** (5 / 4))
+  assert who.startswith("sita") and "threshold=512" in who

@@ -132,18 +132,33 @@ def slo_capacity(ev: Evaluator, candidates: Sequence[Any], params, starts, key, 
   """SLO capacity: the largest arrival rate at which the best candidate still meets the SLO for
   >= `target` of requests (DistServe-style), on the grid of rate scales 2^(i/4), lo <= i <= hi.
   Bisection over the grid (attainment falls with load), each probe one batched call.
+  `candidates` is every grid point of every tuned family: "the best candidate" is then the
+  best tuned heuristic at that rate (a family tuned per probe, e.g. SITA's threshold).
   Returns (capacity in req/s, its rate scale)."""
+  return slo_capacity_best(ev, candidates, params, starts, key, slo, trace_rate, target,
+                           type_id, lo, hi)[:2]
+
+
+def slo_capacity_best(ev: Evaluator, candidates: Sequence[Any], params, starts, key, slo,
+                      trace_rate: float, target: float = 0.9, type_id=None, lo: int = -8,
+                      hi: int = 24) -> tuple[float, float, int]:
+  """`slo_capacity` plus the index of the candidate with the best attainment at the capacity
+  (the heuristic that sets it; -1 if none meets the target even at the lowest rate)."""
+  best: dict[int, tuple[float, int]] = {}
+
   def ok(i):
     g = ev.grid(candidates, params, starts, [2.0 ** (i / 4)], key, slo, type_id)
-    return max(m["slo_attainment"] for m in g[:, 0]) >= target
+    att = [m["slo_attainment"] for m in g[:, 0]]
+    best[i] = (max(att), int(np.argmax(att)))
+    return best[i][0] >= target
 
   if not ok(lo):
-    return 2.0 ** (lo / 4) * trace_rate, 2.0 ** (lo / 4)
+    return 2.0 ** (lo / 4) * trace_rate, 2.0 ** (lo / 4), -1
   a, b = lo, hi + 1                      # ok(a) holds; b is treated as failing
   while b - a > 1:
     m = (a + b) // 2
     a, b = (m, b) if ok(m) else (a, m)
-  return 2.0 ** (a / 4) * trace_rate, 2.0 ** (a / 4)
+  return 2.0 ** (a / 4) * trace_rate, 2.0 ** (a / 4), best[a][1]
 
 
 def mean_metrics(ms: Sequence[dict[str, float]]) -> dict[str, float]:
@@ -155,10 +170,72 @@ def mean_metrics(ms: Sequence[dict[str, float]]) -> dict[str, float]:
   return out
 
 
+class Cells(list):
+  """Per-seed mean metrics (a list of dicts, what `summarize` always took) that also keeps the
+  per-(seed, window) metrics `cells` [S][W], so CIs can count the evaluation windows as
+  independent units next to the seeds (deterministic heuristics differ across windows even
+  when every seed gives them the same result)."""
+
+  def __init__(self, cells: Sequence[Sequence[dict[str, float]]]):
+    super().__init__(mean_metrics(list(row)) for row in cells)
+    self.cells = [list(row) for row in cells]
+
+  def grid(self, metric: str) -> np.ndarray:
+    """[S, W] float64 of one metric."""
+    return np.array([[m[metric] for m in row] for row in self.cells], np.float64)
+
+
+N_BOOT = 2000
+
+
+def _crossed_draws(s: int, w: int, n_boot: int, seed: int):
+  """Index draws of a two-way (seeds x windows) bootstrap: seeds and windows resampled
+  independently with replacement (a factor of size 1 is kept as is)."""
+  rng = np.random.default_rng(seed)
+  si = rng.integers(0, s, (n_boot, s)) if s > 1 else np.zeros((n_boot, 1), int)
+  wi = rng.integers(0, w, (n_boot, w)) if w > 1 else np.zeros((n_boot, 1), int)
+  return si, wi
+
+
+def _boot_mean(x: np.ndarray, si, wi) -> np.ndarray:
+  """Mean of x[S, W] (NaN cells ignored) over each bootstrap draw: [n_boot]."""
+  sub = x[si[:, :, None], wi[:, None, :]]
+  with np.errstate(invalid="ignore"):
+    return np.nanmean(sub.reshape(sub.shape[0], -1), -1)
+
+
+def crossed_ci(x: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -> tuple[float, float, float]:
+  """(mean, lo, hi): 95% percentile CI of the mean of x [S, W] (seeds x windows) under the
+  two-way bootstrap that resamples seeds and windows independently (both are random factors:
+  a new run has new seeds AND new traffic). Zero width only if every cell is equal."""
+  x = np.asarray(x, np.float64)
+  if not np.isfinite(x).any():
+    return (float("nan"),) * 3
+  si, wi = _crossed_draws(x.shape[0], x.shape[1], n_boot, seed)
+  b = _boot_mean(x, si, wi)
+  return float(np.nanmean(x)), float(np.nanpercentile(b, 2.5)), float(np.nanpercentile(b, 97.5))
+
+
+def crossed_ratio_ci(x: np.ndarray, y: np.ndarray, n_boot: int = N_BOOT, seed: int = 0
+                     ) -> tuple[float, float, float]:
+  """(ratio, lo, hi) of mean(x) / mean(y) over paired cells [S, W] (same seed index and
+  window), the same two-way bootstrap draws for numerator and denominator."""
+  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+  si, wi = _crossed_draws(x.shape[0], x.shape[1], n_boot, seed)
+  with np.errstate(invalid="ignore", divide="ignore"):
+    b = _boot_mean(x, si, wi) / _boot_mean(y, si, wi)
+    r = float(np.nanmean(x) / np.nanmean(y))
+  return r, float(np.nanpercentile(b, 2.5)), float(np.nanpercentile(b, 97.5))
+
+
 def summarize(per_seed: Sequence[dict[str, float]]) -> dict[str, list[float]]:
-  """{metric: [mean, lo, hi]} over seeds (95% Student-t CI)."""
+  """{metric: [mean, lo, hi]}: over seeds x windows (two-way bootstrap, `crossed_ci`) when
+  `per_seed` is a `Cells`, else over seeds (95% Student-t CI)."""
   out = {}
   for k in per_seed[0]:
+    if isinstance(per_seed, Cells):
+      out[k] = list(crossed_ci(per_seed.grid(k)))
+      continue
     vals = np.array([m[k] for m in per_seed], np.float64)
     vals = vals[np.isfinite(vals)]
     out[k] = list(stats.mean_ci(vals)) if vals.size else [float("nan")] * 3

@@ -78,16 +78,14 @@ def cap_grid(levels=batching.CAP_LEVELS, min_cap: int = 4):
 
 
 
-def _views(obs, n_gpus):
-  return routing.split_obs(obs, n_gpus)
+def _views(obs, n_gpus, entity: bool):
+  return routing.split_entity_obs(obs) if entity else routing.split_obs(obs, n_gpus)
 
 
-def _argmin(x):
-  return jnp.argmin(x, axis=-1).astype(jnp.int32)
-
-
-def make_router(name: str, n_gpus: int):
-  """Returns policy(params, obs, key) -> GPU index for routing baseline `name`."""
+def make_router(name: str, n_gpus: int, entity: bool = False):
+  """Returns policy(params, obs, key) -> GPU index for routing baseline `name`. entity: the
+  observation is the entity set (`routing.split_entity_obs`); absent GPU slots are never
+  chosen (random and power-of-two draw among the present GPUs)."""
 
   def lot_score(v, w):
     return v["prefill_tokens"] + w * v["decode_tokens"]
@@ -98,9 +96,23 @@ def make_router(name: str, n_gpus: int):
     return prompt + w * pred_tok
 
   def policy(params, obs, key):
-    v = _views(obs, n_gpus)
+    v = _views(obs, n_gpus, entity)
+    present = v.get("present")
+    lead = v["has_request"].shape
+
+    def _argmin(x):
+      if present is not None:
+        x = jnp.where(present, x, jnp.inf)
+      return jnp.argmin(x, axis=-1).astype(jnp.int32)
+
+    def _draw(k, allowed):
+      # uniform over the allowed slots (the flat layout keeps randint: same streams as before)
+      return jax.random.categorical(k, jnp.where(allowed, 0.0, -jnp.inf)).astype(jnp.int32)
+
     if name == "random":
-      return jax.random.randint(key, obs.shape[:-1], 0, n_gpus)
+      if present is not None:
+        return _draw(key, present)
+      return jax.random.randint(key, lead, 0, n_gpus)
     if name == "round_robin":
       return jnp.argmax(v["rr"], -1).astype(jnp.int32)
     if name == "jsq":
@@ -109,8 +121,13 @@ def make_router(name: str, n_gpus: int):
       return _argmin(lot_score(v, params["w"]))
     if name == "power_of_two":
       k1, k2 = jax.random.split(key)
-      a = jax.random.randint(k1, obs.shape[:-1], 0, n_gpus)
-      b = (a + jax.random.randint(k2, obs.shape[:-1], 1, n_gpus)) % n_gpus
+      if present is not None:
+        a = _draw(k1, present)
+        b = _draw(k2, present & (jnp.arange(n_gpus) != a[..., None]))
+        b = jnp.where(jnp.sum(present, -1) > 1, b, a)
+      else:
+        a = jax.random.randint(k1, lead, 0, n_gpus)
+        b = (a + jax.random.randint(k2, lead, 1, n_gpus)) % n_gpus
       qa = jnp.take_along_axis(v["outstanding"], a[..., None], -1)[..., 0]
       qb = jnp.take_along_axis(v["outstanding"], b[..., None], -1)[..., 0]
       return jnp.where(qb < qa, b, a).astype(jnp.int32)
@@ -118,10 +135,14 @@ def make_router(name: str, n_gpus: int):
       fast = v["type"][..., 2] < 0.5                       # H100 / A100 pool
       long = req_size(v, params["w"]) > params["threshold"]
       in_pool = jnp.where(long[..., None], fast, ~fast)
+      if present is not None:
+        # a cluster without one of the pools: the other pool serves everything
+        in_pool = in_pool & present
+        in_pool = jnp.where(jnp.any(in_pool, -1, keepdims=True), in_pool, present)
       score = lot_score(v, params["w"]) * v["alpha"]
       return _argmin(jnp.where(in_pool, score, jnp.inf))
     if name == "idle_first":
-      idle = v["idle"] > 0.5
+      idle = (v["idle"] > 0.5) if present is None else (v["idle"] > 0.5) & present
       speed_rank = v["t_w"]                                 # lower = faster decode
       any_idle = jnp.any(idle, -1)
       pick_idle = _argmin(jnp.where(idle, speed_rank, jnp.inf))
@@ -139,7 +160,10 @@ def make_router(name: str, n_gpus: int):
       if "prefix_match" not in v:
         raise ValueError("cache_aware needs the prefix-cache observation (cache_blocks)")
       q, match = v["outstanding"], v["prefix_match"]
-      hi, lo = jnp.max(q, -1), jnp.min(q, -1)
+      if present is None:
+        hi, lo = jnp.max(q, -1), jnp.min(q, -1)
+      else:
+        hi, lo = jnp.max(jnp.where(present, q, -jnp.inf), -1), jnp.min(jnp.where(present, q, jnp.inf), -1)
       imbalanced = (hi - lo > params["bal_abs"]) & (hi > params["bal_rel"] * lo)
       # longest match; among equal matches the least loaded (so a prefix every GPU holds, such
       # as a shared system prompt, does not pull traffic to GPU 0)
@@ -182,10 +206,10 @@ STATIC_FAMILIES = ("static_b", "timeout", "idle_only")
 STATIC_KNOBS = {"b_idx": 1, "b": 1, "timeout": 1.0}
 
 
-def router_switch(n_gpus: int):
+def router_switch(n_gpus: int, entity: bool = False):
   """One policy for all routers: params {"which": index into ROUTERS, **ROUTER_KNOBS}, so the
-  whole baseline suite compiles once."""
-  fns = [make_router(r, n_gpus) for r in ROUTERS]
+  whole baseline suite compiles once (entity: on the entity-set observation)."""
+  fns = [make_router(r, n_gpus, entity) for r in ROUTERS]
 
   def policy(params, obs, key):
     branches = [lambda o, k, f=f: f(params, o, k).astype(jnp.int32) for f in fns]
