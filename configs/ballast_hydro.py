@@ -34,9 +34,11 @@ def get_config(arg=None):
   # Budget sweep: checkpoints (in PPO updates) of one constant-lr run; the last is the budget.
   # Flattened = the last doubling's change in held-out decision steps has a CI inside
   # +/- flat_tol steps (or is not an improvement).
-  # Budget set for the shared 2-core box (load ~10 when this ran): 80 updates x 3 seeds x 2,048
-  # env steps = 491,520 env steps per variant; the sweep shows whether more would help.
-  c.budget_updates = (10, 20, 40, 80)
+  # The c5c7f5c run stopped at 80 updates (3 seeds x 2,048 env steps each) and its last doubling
+  # (40 -> 80) had not flattened, so rl_gru now runs to 160 (983,040 env steps per seed); the
+  # residual ablation stays at 80 (`resid_max_updates`) to keep the full run ~30 CPU-minutes.
+  c.budget_updates = (10, 20, 40, 80, 160)
+  c.resid_max_updates = 80           # rl_gru_resid's budget: its sweep stops at this checkpoint
   c.chunk_updates = 5                # updates per layout before switching to the next one
   c.flat_tol = 1.0
   # Reward units: an episode return is ~-20..+10 at the env's scale; PPO's value clip (0.2 per
@@ -46,7 +48,9 @@ def get_config(arg=None):
   c.reward_scale = 0.1
   c.ppo = ml_collections.ConfigDict(dict(
       num_envs=64, num_steps=32, update_epochs=4, num_minibatches=4, lr=1e-3, gamma=0.99,
-      gae_lambda=0.95, ent_coef=0.01, vf_coef=0.5, clip_eps=0.2, max_grad_norm=0.5))
+      gae_lambda=0.95, ent_coef=0.01, vf_coef=0.5, clip_eps=0.2, max_grad_norm=0.5,
+      # weight of the diagnosis head's BCE on the true clog mask (the learner's aux hook)
+      aux_coef=0.5))
   c.agent = A.default_config()
   c.n_boot = 2000
   if c.quick:
@@ -59,6 +63,7 @@ def get_config(arg=None):
     c.eval_episodes = 16
     c.sweep_episodes = 16
     c.budget_updates = (1, 2)
+    c.resid_max_updates = 1
     c.chunk_updates = 1
     c.ppo.num_envs = 8
     c.ppo.num_steps = 16
@@ -85,12 +90,17 @@ def validate(c) -> None:
   b = tuple(c.budget_updates)
   if not b or any(not isinstance(x, int) or x <= 0 for x in b) or list(b) != sorted(set(b)):
     raise ValueError(f"config.budget_updates must be increasing positive integers, got {b}")
+  if c.resid_max_updates not in b:
+    raise ValueError(f"config.resid_max_updates={c.resid_max_updates} must be one of "
+                     f"config.budget_updates {b}")
   if any(x % c.chunk_updates for x in b):
     raise ValueError(f"config.chunk_updates={c.chunk_updates} must divide every "
                      f"config.budget_updates {b}")
   if c.ppo.num_envs % c.ppo.num_minibatches:
     raise ValueError(f"config.ppo.num_minibatches={c.ppo.num_minibatches} must divide "
                      f"config.ppo.num_envs={c.ppo.num_envs} (the agent is recurrent)")
+  if not c.ppo.aux_coef >= 0:
+    raise ValueError(f"config.ppo.aux_coef must be >= 0, got {c.ppo.aux_coef!r}")
   for name in ("lr", "max_grad_norm", "clip_eps"):
     if not c.ppo[name] > 0:
       raise ValueError(f"config.ppo.{name} must be > 0, got {c.ppo[name]!r}")

@@ -200,7 +200,7 @@ def _run_v2(c, dt_h, bar) -> dict:
   t_train = time.time() - t_train
   bar.update()
   bar.set_postfix_str("v2-eval")
-  gr2 = A2.make_graph2(p2)
+  gr2 = A2.make_graph2(p2, env2.agent_api)
   branches = [(B.v2_greedy_policy, None)]
   branches += [(A2.make_policy(c.rl_v2.ballast.hidden, c.rl_v2.ballast.w_init, greedy=g),
                 A2.deviation_flags)
@@ -287,7 +287,7 @@ def run(c, quick: bool, workdir: str, layout_path: str | None = None,
   # compiled once for v1 on this layout.
   policy, diagnose = A.make_policy(c.rl.ballast.hidden, greedy=True)
   policy_s, _ = A.make_policy(c.rl.ballast.hidden, greedy=False)
-  graph = A.make_graph(p)
+  graph = A.make_graph(p, env.agent_api)
   ev = make_baseline_evaluate(env, c.t_limit, extra=[(policy, diagnose, A.deviation_flags),
                                                      (policy_s, diagnose, A.deviation_flags)])
   mode_pid = {"greedy": len(B.BASELINES), "sampled": len(B.BASELINES) + 1}
@@ -393,7 +393,7 @@ def run(c, quick: bool, workdir: str, layout_path: str | None = None,
     # the env code depends on the layout only through its params (padded shapes), so the same
     # evaluator runs the new ship; B-Bayes tables differ in size per layout, so it is skipped
     bp_g = B.make_params(p_g, bayes=False)
-    xp_g = ((seed_params[0], A.make_graph(p_g)),) * 2
+    xp_g = ((seed_params[0], A.make_graph(p_g, env_g.agent_api)),) * 2
     ev_g = ev if "bayes" not in c.baselines else make_baseline_evaluate(
         env_g, c.t_limit, extra=[(policy, diagnose, A.deviation_flags),
                                  (policy_s, diagnose, A.deviation_flags)])

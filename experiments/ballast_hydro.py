@@ -12,7 +12,9 @@
    without the replanner residual (rl_gru) and with it (rl_gru_resid, the ablation), cycling
    through the training layouts `chunk_updates` PPO updates at a time, lr constant; at every
    `budget_updates` checkpoint the greedy policy is scored on `sweep_episodes` held-out
-   episodes per held-out layout (the budget sweep).
+   episodes per held-out layout (the budget sweep; rl_gru_resid stops at `resid_max_updates`).
+   The agent's diagnosis head is trained by the learner's auxiliary loss on the true clog mask
+   (weight `ppo.aux_coef`).
 4. Final scoring on every evaluation bank with paired (bank index, key): oracle (true clogs),
    plain replanner (today's B-replan, heel ignored), heel-aware replanner with one command and
    with a command per pump (the better of the two per layout, by mean decision steps, is the
@@ -21,8 +23,13 @@
 Decision steps: an episode that fails (heel limit crossed, or plan not done in the step limit)
 counts at the step limit (`steps_eff`); raw steps are reported too. CIs: percentile bootstrap
 over episodes (and, for RL, seeds x episodes, resampled jointly; comparisons paired by episode).
-Diagnosis F1 (an RL diagnosis head vs the reference diagnoser) is not measured: this agent has
-no diagnosis head.
+
+Diagnosis (after each RL episode, on the edges that episode exercised): the RL head's predicted
+clogged set (d_e > 0 after one GRU step on the final observation) and the reference
+consistency diagnoser's (diagnosis.reference_diagnosis_hydro) on the SAME final observation,
+against the true clog mask 1[clog_e < 1]; micro F1 = 2 TP / (2 TP + FP + FN) over seeds x
+episodes, bootstrap CIs resampling both, the difference paired. For context, the reference
+diagnoser on the heel-aware replanner's own episodes (its exercised edges).
 """
 
 from __future__ import annotations
@@ -44,8 +51,9 @@ import numpy as np
 
 from experiments import cli
 from jaxrl_suite.agents import ballast_hydro as A
-from jaxrl_suite.core import results
+from jaxrl_suite.core import plotting, results
 from jaxrl_suite.envs.ballast import hydro_baselines as HB
+from jaxrl_suite.envs.ballast.diagnosis import confusion
 from jaxrl_suite.envs.ballast import episodes as EP
 from jaxrl_suite.envs.ballast import load_layout, make_hydro
 from jaxrl_suite.envs.ballast.generator import generate_layout
@@ -140,21 +148,23 @@ def _metrics(out, max_steps: int, dt_h: float) -> dict[str, np.ndarray]:
           "energy_kwh": np.asarray(out["energy_kwh"], np.float64)}
 
 
-def train_variant(c, env, trainer, train_tabs, sweep_fn, name: str, key, log):
-  """Trains one variant across the training layouts; returns (final params [S], sweep)."""
+def train_variant(c, env, trainer, train_tabs, sweep_fn, name: str, key, log,
+                  budgets=None):
+  """Trains one variant across the training layouts up to the last of `budgets` (default
+  c.budget_updates); returns (final params [S], sweep, training curve)."""
   init, chunk = trainer
   keys = jax.random.split(key, c.n_seeds)
   state = init(keys, train_tabs[0])
   sweep, done, i = [], 0, 0
   curve = []
-  for b in c.budget_updates:
+  for b in (budgets or c.budget_updates):
     while done < b:
       tabs = train_tabs[i % len(train_tabs)]
       keys = jax.vmap(lambda k: jax.random.fold_in(k, i))(keys)
       state, m = chunk(state, tabs, keys)
       curve.append({k: np.asarray(v).mean(-1).tolist() for k, v in m.items()
                     if k in ("episode_length", "success_rate", "violated_rate",
-                             "episode_return", "entropy", "approx_kl")})
+                             "episode_return", "entropy", "approx_kl", "aux_loss")})
       done += c.chunk_updates
       i += 1
     sweep.append({"updates": b, **sweep_fn(state.params)})
@@ -187,12 +197,17 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
   timings["banks_s"] = time.time() - t
   log(f"banks in {timings['banks_s']:.0f} s")
   env = train_envs[0][0]
+  api = env.agent_api          # the env-side functions the agent needs (injected)
   bank_reports = {**{e[2]["layout"]: e[2] for e in train_envs},
                   **{k: v[3] for k, v in evals.items()}}
   max_steps = int(train_envs[0][1].max_steps_in_episode)
   dt_h = float(train_envs[0][1].dt_h)
 
   step_pol = A.make_policy(c.agent, greedy=True)
+  # diagnosis: the head per (seed, episode); the reference on any batch of final observations
+  diag_seeds = jax.jit(jax.vmap(jax.vmap(A.make_diagnose(c.agent), in_axes=((None, None), 0, 0)),
+                                in_axes=((0, None), 0, 0)))
+  ref_rows = jax.jit(jax.vmap(api.reference_diagnosis, in_axes=(0, None)))
   ev_rl = make_hydro_evaluate_recurrent(env, step_pol, jnp.zeros(c.agent.gru), max_steps)
   ev_rl_seeds = jax.jit(jax.vmap(ev_rl, in_axes=(None, (0, None), None, None)))
   ev_base = make_hydro_evaluate(env, HB.hydro_policy, max_steps)
@@ -207,7 +222,7 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
       outs = []
       for n in held_names:
         p = evals[n][2]
-        out = ev_rl_seeds(p, (params, A.make_tables(p, resid)), jnp.arange(n_sw),
+        out = ev_rl_seeds(p, (params, A.make_tables(p, resid, api)), jnp.arange(n_sw),
                           ep_keys[n][:n_sw])
         outs.append(_metrics(jax.device_get(out), max_steps, dt_h))
       return {k: np.concatenate([o[k] for o in outs], -1) for k in ("steps_eff", "success",
@@ -220,37 +235,62 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
   rl_params, sweeps, curves = {}, {}, {}
   for vi, var in enumerate(c.variants):
     resid = var == "rl_gru_resid"
-    tabs = [A.make_tables(p, resid) for _, p, _ in train_envs]
+    tabs = [A.make_tables(p, resid, api) for _, p, _ in train_envs]
+    budgets = [b for b in c.budget_updates if not resid or b <= c.resid_max_updates]
     t = time.time()
     rl_params[var], sweeps[var], curves[var] = train_variant(
-        c, env, trainer, tabs, sweep_fn_for(resid), var, jax.random.fold_in(key, 100 + vi), log)
+        c, env, trainer, tabs, sweep_fn_for(resid), var, jax.random.fold_in(key, 100 + vi), log,
+        budgets)
     timings[f"train_{var}_s"] = time.time() - t
 
   # ---- final scoring, paired episodes
   t = time.time()
   scores: dict[str, dict[str, dict]] = {}
+  diag: dict[str, dict[str, dict]] = {}
   for n, (group, _, p, _) in evals.items():
     idx, ks = jnp.arange(c.eval_episodes), ep_keys[n]
     P = int(p.pump_mask.sum())
-    sc = {}
+    label = np.asarray(p.bank.clog[idx] < 1.0)[None]                       # [1, N, E]
+    edge_mask = np.asarray(p.edge_mask, bool)
+
+    def counts(pred, out):
+      """Confusion counts [S, N] of pred [S, N, E] on the edges each episode exercised."""
+      mask = (np.asarray(out["exercised"]) > 0.5) & edge_mask
+      return confusion(pred, np.broadcast_to(label, mask.shape), mask)
+
+    def reference(out):
+      obs = np.asarray(out["final_obs"])
+      return np.asarray(ref_rows(obs.reshape(-1, obs.shape[-1]), p)).reshape(
+          obs.shape[:-1] + (-1,))
+
+    sc, outs, dg = {}, {}, {}
     for b in BASELINES:
       name = {"heel_replan_1": "heel_replan", "heel_replan_multi": "heel_replan"}.get(b, b)
       pp = p.replace(reveal_clog=b == "oracle")
       hb = HB.make_hydro_baseline(pp, name, n_cmds=P if b == "heel_replan_multi" else 1)
-      sc[b] = _metrics(jax.device_get(ev_base(pp, hb, idx, ks)), max_steps, dt_h)
+      outs[b] = jax.device_get(ev_base(pp, hb, idx, ks))
+      sc[b] = _metrics(outs[b], max_steps, dt_h)
     for var in c.variants:
-      out = ev_rl_seeds(p, (rl_params[var], A.make_tables(p, var == "rl_gru_resid")), idx, ks)
-      sc[var] = _metrics(jax.device_get(out), max_steps, dt_h)
+      tb = A.make_tables(p, var == "rl_gru_resid", api)
+      out = jax.device_get(ev_rl_seeds(p, (rl_params[var], tb), idx, ks))
+      sc[var] = _metrics(out, max_steps, dt_h)
+      head = np.asarray(diag_seeds((rl_params[var], tb), out["final_carry"], out["final_obs"]))
+      dg[var] = {"head": counts(head, out), "reference": counts(reference(out), out)}
     sc["_n_blocked"] = np.asarray(p.bank.n_blocked)
     best = min(("heel_replan_1", "heel_replan_multi"), key=lambda b: sc[b]["steps_eff"].mean())
     sc["heel_aware"] = sc[best]
     sc["_heel_aware_is"] = best
+    ha = {k: outs[best][k][None] for k in ("exercised", "final_obs")}
+    dg["heel_aware"] = {"reference": counts(reference(ha), ha)}
     scores[n] = sc
+    diag[n] = dg
     log(f"scored {n}")
   timings["score_s"] = time.time() - t
 
   flattening = {var: _flattening(sweeps[var], c) for var in c.variants}
   table, claims, comparisons = _tables(c, scores, evals, flattening)
+  diag_table, diag_claims = _diagnosis(c, diag, scores, evals, flattening)
+  claims += diag_claims
   claims += _sweep_claims(flattening, c)
   wall = time.time() - t0
   payload = {
@@ -263,13 +303,13 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
                     for s in sweeps[v]] for v in sweeps},
       "flattening": flattening, "training_curves": curves, "timings": timings,
       "decision_step_h": dt_h, "max_steps": max_steps,
-      "diagnosis_f1": "not measured (the agent has no diagnosis head)"}
+      "diagnosis_f1": diag_table}
   md = _markdown(c, payload, table, comparisons)
   rdir = results_dir or (os.path.join(workdir, "results") if quick else None)
   path = results.write_results(NAME, mode="quick" if quick else "full", config=c,
                                seeds=list(range(c.n_seeds)), claims=claims, wall_time_s=wall,
                                payload=payload, markdown=md, results_dir=rdir)
-  _plot(table, sweeps, os.path.join(os.path.dirname(path), f"{NAME}.png"), c)
+  _plot(table, sweeps, diag_table, os.path.join(os.path.dirname(path), f"{NAME}.png"), c)
   return {"claims": claims, "path": path, "table": table, "payload": payload}
 
 
@@ -353,11 +393,77 @@ def _tables(c, scores, evals, flattening):
           "reproduced" if hi < 0 else (_loss_verdict(flattening, "rl_gru") if lo > 0
                                        else "inconclusive"), (lo, hi),
           detail=_fair_chance_note(flattening, "rl_gru")))
-  claims.append(results.claim(
-      "RL diagnoses clogs without flow sensors (diagnosis F1 on exercised edges)",
-      "(issue #21)", "not measured", "inconclusive",
-      detail="the recurrent agent has no diagnosis head in this run"))
   return table, claims, comparisons
+
+
+def f1_ci(tp, fp, fn, n_boot: int, seed: int = 0, base=None):
+  """Micro F1 = 2 TP / (2 TP + FP + FN) of counts [S, N] (seeds x paired episodes) with a
+  bootstrap CI resampling seeds and episodes; with base = (tp, fp, fn) of a second diagnoser on
+  the same rows, the paired difference F1 - F1_base instead."""
+  def f1(a, b, c):
+    return 2.0 * a / max(2.0 * a + b + c, 1.0)
+
+  def stat(si, ei):
+    pick = lambda x: np.asarray(x, np.float64)[si][:, ei].sum()
+    v = f1(pick(tp), pick(fp), pick(fn))
+    return v if base is None else v - f1(*(pick(x) for x in base))
+
+  S, N = np.shape(tp)
+  rng = np.random.default_rng(seed)
+  si, ei = _boot(rng, n_boot, S), _boot(rng, n_boot, N)
+  b = np.array([stat(si[i], ei[i]) for i in range(n_boot)])
+  return (float(stat(np.arange(S), np.arange(N))), float(np.quantile(b, 0.025)),
+          float(np.quantile(b, 0.975)))
+
+
+DIAG_ROWS = ((">=1 blocked", lambda nb: nb >= 1), ("all", lambda nb: nb >= 0))
+
+
+def _diagnosis(c, diag, scores, evals, flattening):
+  """Per group x regime: F1 [mean, lo, hi] of each RL head, of the reference on the same
+  episodes, their paired difference, and the reference on the heel-aware replanner's episodes;
+  the verdict on "RL diagnoses clogs without flow sensors" (rl_gru's head vs the reference)."""
+  table, claims = {}, []
+  for group in ("shipped", "held_out"):
+    names = [n for n in diag if evals[n][0] == group]
+    if not names:
+      continue
+    nb = np.concatenate([scores[n]["_n_blocked"] for n in names])
+    cat = lambda who, src: {k: np.concatenate([diag[n][who][src][k] for n in names], -1)
+                            for k in ("tp", "fp", "fn")}
+    table[group] = {}
+    for reg, sel in DIAG_ROWS:
+      m = sel(nb)
+      sub = lambda d: tuple(d[k][:, m] for k in ("tp", "fp", "fn"))
+      row = {"episodes": int(m.sum())}
+      for var in c.variants:
+        h, r = sub(cat(var, "head")), sub(cat(var, "reference"))
+        row[var] = {"head_f1": f1_ci(*h, c.n_boot), "reference_f1": f1_ci(*r, c.n_boot),
+                    "head_minus_reference": f1_ci(*h, c.n_boot, base=r),
+                    "clogged_exercised_edges": int(h[0].sum() + h[2].sum())}
+      row["heel_aware_reference_f1"] = f1_ci(*sub(cat("heel_aware", "reference")), c.n_boot)
+      table[group][reg] = row
+    if "rl_gru" not in c.variants:
+      continue
+    row = table[group][">=1 blocked"]["rl_gru"]
+    d, hf, rf = row["head_minus_reference"], row["head_f1"], row["reference_f1"]
+    if d[1] > 0:
+      verdict = "reproduced"
+    elif d[2] < 0:
+      verdict = _loss_verdict(flattening, "rl_gru")
+    else:
+      verdict = "reproduced"   # on par with the dedicated diagnoser
+    note = _fair_chance_note(flattening, "rl_gru") if d[2] < 0 else ""
+    claims.append(results.claim(
+        f"RL diagnoses clogs without flow sensors (diagnosis head F1 on exercised edges vs the "
+        f"reference diagnoser, {group.replace('_', '-')} layouts, >=1 blocked)", "(issue #21)",
+        f"F1 {hf[0]:.3f} vs {rf[0]:.3f} ({d[0]:+.3f})", verdict, (d[1], d[2]),
+        detail=f"head F1 {_fmt(hf, True)}, reference on the same final observations "
+               f"{_fmt(rf, True)}; paired difference CI shown; "
+               f"{row['clogged_exercised_edges']} clogged exercised edges; reproduced = the "
+               "head is not worse than the reference (CI of the difference not below 0)"
+               + (f"; {note}" if note else "")))
+  return table, claims
 
 
 def _loss_verdict(flattening, var: str) -> str:
@@ -419,12 +525,14 @@ def _markdown(c, payload, table, comparisons) -> str:
       "",
       f"Training layouts {payload['layouts']['train']}; held-out generated layouts (never "
       f"trained on) {payload['layouts']['held_out']}; shipped {payload['layouts']['shipped']}. "
-      f"Budget: {c.n_seeds} seeds x {c.budget_updates[-1]} PPO updates x {c.ppo.num_envs} envs x "
-      f"{c.ppo.num_steps} steps per variant; decision step {payload['decision_step_h']:.3f} h; "
+      f"Budget: {c.n_seeds} seeds x {c.budget_updates[-1]} PPO updates (rl_gru_resid: "
+      f"{c.resid_max_updates}) x {c.ppo.num_envs} envs x {c.ppo.num_steps} steps; diagnosis "
+      f"head aux_coef {c.ppo.aux_coef}; decision step {payload['decision_step_h']:.3f} h; "
       f"{c.eval_episodes} paired episodes per evaluation layout. Decision steps `steps_eff`: a "
       "failed episode counts at the step limit. Heel-aware comparator per layout (fewer mean "
       f"steps of one command / a command per pump): {payload['heel_aware_comparator']}.",
-      "Diagnosis F1 is not measured (the agent has no diagnosis head).", ""]
+      "Diagnosis: F1 on the edges each episode exercised, RL head vs the reference diagnoser on "
+      "the same final observations (section below).", ""]
   for group, rows in table.items():
     lines += [f"## {group.replace('_', '-')} layouts", "",
               "| regime | episodes | policy | steps_eff | steps | hours | success | heel limit "
@@ -454,50 +562,73 @@ def _markdown(c, payload, table, comparisons) -> str:
   for group, comp in comparisons.items():
     for k, v in comp.items():
       lines.append(f"- {group} {k}: {v[0]:+.3f} [{v[1]:+.3f}, {v[2]:+.3f}]")
+  lines += ["", "## Diagnosis F1 on exercised edges (clogged = clog < 1)", "",
+            "| group | regime | episodes | policy | head F1 | reference F1 (same episodes) | "
+            "head - reference | clogged exercised edges |", "|---|---|---|---|---|---|---|---|"]
+  for group, rows in payload["diagnosis_f1"].items():
+    for reg, row in rows.items():
+      for var in c.variants:
+        r = row[var]
+        lines.append(f"| {group} | {reg} | {row['episodes']} | {var} | "
+                     f"{_fmt(r['head_f1'], True)} | {_fmt(r['reference_f1'], True)} | "
+                     f"{_fmt(r['head_minus_reference'], True)} | "
+                     f"{r['clogged_exercised_edges']} |")
+      lines.append(f"| {group} | {reg} | {row['episodes']} | heel_aware (reference only, its "
+                   f"own episodes) | - | {_fmt(row['heel_aware_reference_f1'], True)} | - | - |")
   lines += ["", f"![trade-off and sweep]({NAME}.png)", ""]
   return "\n".join(lines)
 
 
-def _plot(table, sweeps, path, c):
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+def _plot(table, sweeps, diag_table, path, c):
+  """Stability / steps trade-off per group, the budget sweep, diagnosis F1 (head vs reference)."""
+  plt = plotting.pyplot()
   groups = list(table)
-  fig, axes = plt.subplots(1, len(groups) + 1, figsize=(5 * (len(groups) + 1), 4))
+  fig, axes = plt.subplots(1, len(groups) + 2, figsize=(5 * (len(groups) + 2), 4))
   for ax, group in zip(axes, groups):
     row = table[group]["all"]
     for pol, st in row.items():
       if pol in ("episodes", "heel_aware"):
         continue
-      x, y = st["violated"], st["steps_eff"]
-      ax.errorbar(x[0], y[0], xerr=[[x[0] - x[1]], [x[2] - x[0]]],
-                  yerr=[[y[0] - y[1]], [y[2] - y[0]]], fmt="o", capsize=3, label=pol)
+      x = st["violated"]
+      plotting.errorbar_ci(ax, [x[0]], [st["steps_eff"]], xerr=[[x[0] - x[1]], [x[2] - x[0]]],
+                           fmt="o", label=pol)
     ax.set_xlabel("share of episodes crossing the heel limit")
     ax.set_ylabel("decision steps (failure = step limit)")
     ax.set_title(f"stability / steps, {group.replace('_', '-')} layouts")
     ax.legend(fontsize=7)
-  ax = axes[-1]
+  ax = axes[len(groups)]
   for var, sw in sweeps.items():
-    u = [s["updates"] for s in sw]
-    st = [rl_stat_ci(s["steps_eff"], min(c.n_boot, 500)) for s in sw]
-    ax.errorbar(u, [s[0] for s in st], yerr=[[s[0] - s[1] for s in st], [s[2] - s[0] for s in st]],
-                marker="o", capsize=3, label=var)
+    plotting.errorbar_ci(ax, [s["updates"] for s in sw],
+                         [rl_stat_ci(s["steps_eff"], min(c.n_boot, 500)) for s in sw],
+                         marker="o", label=var)
   ax.set_xscale("log", base=2)
   ax.set_xlabel("PPO updates")
   ax.set_ylabel("held-out decision steps")
   ax.set_title("budget sweep")
   ax.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
+  ax = axes[-1]
+  labels, xs = [], []
+  for gi, group in enumerate(diag_table):
+    row = diag_table[group][">=1 blocked"]
+    for vi, var in enumerate(c.variants):
+      x = gi * (len(c.variants) + 1) + vi
+      plotting.errorbar_ci(ax, [x - 0.15], [row[var]["head_f1"]], fmt="o", color="C0",
+                           label="RL head" if gi == vi == 0 else None)
+      plotting.errorbar_ci(ax, [x + 0.15], [row[var]["reference_f1"]], fmt="s", color="C1",
+                           label="reference, same episodes" if gi == vi == 0 else None)
+      labels.append(f"{group.replace('_', '-')}\n{var}")
+      xs.append(x)
+  ax.set_xticks(xs)
+  ax.set_xticklabels(labels, fontsize=7)
+  ax.set_ylabel("F1 on exercised edges (>=1 blocked)")
+  ax.set_title("clog diagnosis")
+  ax.legend(fontsize=7)
+  plotting.save_figure(fig, path, dpi=100)
 
 
 def main(argv):
   del argv
-  c = _config()
-  with cli.user_errors():
-    res = run(c, _QUICK.value, _WORKDIR.value)
-  print(results.verdict_table(res["claims"]))
+  cli.run_and_report(run, _config(), _QUICK.value, _WORKDIR.value)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ head does not feed the policy, so the diagnosis cannot leak into acting.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -43,17 +43,10 @@ from flax import struct
 from jaxrl_suite.algos.agent import Agent, Eval, Step, no_carry
 from jaxrl_suite.core import losses
 from jaxrl_suite.core.initializers import orthogonal
-from jaxrl_suite.envs.ballast import baselines as B
-from jaxrl_suite.envs.ballast.diagnosis import reference_diagnosis
-from jaxrl_suite.envs.ballast.env import H_HIST, BallastNet, EnvParams, split_obs
-from jaxrl_suite.envs.ballast.layout import EDGE_KINDS
-from jaxrl_suite.envs.ballast.routes import E_MAX, K_MAX, T_MAX
 
 M_SLOTS = 16
-N_EV_FEAT = 11 + 3 * H_HIST     # evidence_route_features
-N_ROUTE_FEAT = N_EV_FEAT + 5
-N_EDGE_FEAT = 12 + len(EDGE_KINDS)
-N_GLOBAL_FEAT = 7 + H_HIST
+# Feature sizes (H = api.h_hist, the commanded-route history length; n_kinds = api.n_edge_kinds):
+# evidence_route_features 11 + 3 H, route slots 16 + 3 H, edges 12 + n_kinds, global 7 + H.
 
 
 def default_config(version: str = "v1") -> ml_collections.ConfigDict:
@@ -81,44 +74,48 @@ def default_config(version: str = "v1") -> ml_collections.ConfigDict:
 
 @struct.dataclass
 class Graph:
-  """Static layout tables the agent needs (from EnvParams); swap them to run on another ship."""
-  bp: B.BaselineParams
+  """Static layout tables the agent needs (from EnvParams); swap them to run on another ship.
+  `api` (static) is the env side's functions and sizes (envs/ballast/agent_api.BallastNetApi,
+  or `env.agent_api`): injected, so this module never imports envs/."""
+  bp: Any                   # baselines.BaselineParams
   edge_kind_oh: jax.Array   # [E, n_kinds]
   cap: jax.Array            # [T]
   step_vol: jax.Array       # pump rate * dt (m3)
   block_w: jax.Array
   partial_w: jax.Array
-  env_params: EnvParams
+  env_params: Any           # the env's EnvParams
+  api: Any = struct.field(pytree_node=False, default=None)
 
 
-def make_graph(env_params: EnvParams) -> Graph:
-  kinds = np.eye(len(EDGE_KINDS), dtype=np.float32)[np.asarray(env_params.edge_kind)]
+def make_graph(env_params, api) -> Graph:
+  """The tables of one layout; api = the env's BallastNetApi (`env.agent_api`)."""
+  kinds = np.eye(api.n_edge_kinds, dtype=np.float32)[np.asarray(env_params.edge_kind)]
   kinds = kinds * np.asarray(env_params.edge_mask)[:, None]
-  return Graph(bp=B.make_params(env_params, bayes=False), edge_kind_oh=jnp.asarray(kinds),
+  return Graph(bp=api.make_params(env_params, bayes=False), edge_kind_oh=jnp.asarray(kinds),
                cap=env_params.cap, step_vol=env_params.pump_rate[0] * env_params.dt_h,
                block_w=env_params.block_w, partial_w=env_params.partial_w,
-               env_params=env_params)
+               env_params=env_params, api=api)
 
 
 class Feats(NamedTuple):
-  route: jax.Array      # [M, N_ROUTE_FEAT]
+  route: jax.Array      # [M, 16 + 3 H]
   resid: jax.Array      # [M + 1] prior score added to the logits with a learnable weight
   slot_mask: jax.Array  # [M + 1] (last = NOOP)
   slot_route: jax.Array  # [M + 1] int route index (NOOP = K_MAX)
-  edge: jax.Array       # [E, N_EDGE_FEAT]
-  glob: jax.Array       # [N_GLOBAL_FEAT]
+  edge: jax.Array       # [E, 12 + n_kinds]
+  glob: jax.Array       # [7 + H]
 
 
 def evidence_route_features(f: dict[str, jax.Array], g: Graph):
   """Evidence and history features of every library route, shared by the v1 and v2 agents.
 
-  Returns (feats[K, N_EV_FEAT], aux) with aux = (good[E], chat[E], n_contain[K], edge_count[E],
+  Returns (feats[K, 11 + 3 H], aux) with aux = (good[E], chat[E], n_contain[K], edge_count[E],
   hist[H, E]) for callers that need the raw evidence.
   """
   bp = g.bp
   re = bp.route_edges.astype(jnp.float32)
   n_e = jnp.maximum(re.sum(-1), 1.0)
-  good, chat, _, n_contain, edge_count = B.evidence(f, bp)
+  good, chat, _, n_contain, edge_count = g.api.evidence(f, bp)
   kinds = g.edge_kind_oh
   unconf = (~good & (f["edge_mask"] > 0.5)).astype(jnp.float32)
   strainer = kinds[:, 0] + kinds[:, 1]
@@ -142,12 +139,14 @@ def evidence_route_features(f: dict[str, jax.Array], g: Graph):
 
 def features(obs: jax.Array, g: Graph) -> Feats:
   """Per-slot route features, per-edge features and global features of one observation."""
-  f = split_obs(obs)
+  api = g.api
+  f = api.split_obs(obs)
   bp = g.bp
+  t_max, k_max, n_hist = api.t_max, api.k_max, api.h_hist
   ev, (good, chat, n_contain, edge_count, hist) = evidence_route_features(f, g)
-  useful = B.useful_routes(f, bp)
-  job = B.job_candidates(f, bp)
-  cost = B.believed_cost(chat, bp) + bp.w_fail * n_contain
+  useful = api.useful_routes(f, bp)
+  job = api.job_candidates(f, bp)
+  cost = api.believed_cost(chat, bp) + bp.w_fail * n_contain
   # candidate slots: plan-job routes first, then by believed cost (selection only; the order is
   # not visible to the network)
   rank_key = jnp.where(useful, cost - 1e6 * job, jnp.inf)
@@ -159,13 +158,13 @@ def features(obs: jax.Array, g: Graph) -> Feats:
   tgt = jnp.concatenate([f["target"], jnp.zeros(1)])
   work_dst = jnp.clip((tgt - lvl)[bp.route_dst] * cap_ext[bp.route_dst] / g.step_vol, 0, 12)
   work_src = jnp.clip((lvl - tgt)[bp.route_src] * cap_ext[bp.route_src] / g.step_vol, 0, 12)
-  work_dst = jnp.where(bp.route_dst == T_MAX, 0.0, work_dst)
-  work_src = jnp.where(bp.route_src == T_MAX, 0.0, work_src)
+  work_dst = jnp.where(bp.route_dst == t_max, 0.0, work_dst)
+  work_src = jnp.where(bp.route_src == t_max, 0.0, work_src)
   rf = jnp.concatenate([jnp.stack([useful, job, work_dst / 12.0, work_src / 12.0, gap / 10.0],
                                   -1).astype(jnp.float32), ev], -1)
   route = rf[order] * slot_ok[:, None]
   slot_mask = jnp.concatenate([slot_ok, jnp.array([True])])
-  slot_route = jnp.concatenate([jnp.where(slot_ok, order, K_MAX), jnp.array([K_MAX])])
+  slot_route = jnp.concatenate([jnp.where(slot_ok, order, k_max), jnp.array([k_max])])
   resid = jnp.concatenate([-gap[order] * slot_ok, jnp.zeros(1)])
   # per-edge evidence for the diagnosis head
   sets_all = (f["fail_sets"] > 0.5) & ~good[None, :] & (f["fail_kind"] > 0)[:, None]
@@ -173,17 +172,17 @@ def features(obs: jax.Array, g: Graph) -> Feats:
   single = jnp.any(sets_all & (size == 1)[:, None] & (f["fail_kind"] == 1)[:, None], 0)
   part_count = jnp.sum(sets_all & (f["fail_kind"] == 2)[:, None], 0)
   inv_size = jnp.max(jnp.where(sets_all, 1.0 / size[:, None], 0.0), 0)
-  ref = reference_diagnosis(obs, g.env_params)
+  ref = api.reference_diagnosis(obs, g.env_params)
   hist_fail = jnp.sum(hist * (1.0 - jnp.clip(f["hist_ratio"], 0, 1))[:, None], 0)
   ef = jnp.concatenate([jnp.stack([
       good, chat, f["exercised"], jnp.minimum(edge_count, 4) / 4.0, single,
       jnp.minimum(part_count, 4) / 4.0, inv_size, ref, g.block_w / 3.0, g.partial_w / 2.0,
-      hist_fail / H_HIST, f["edge_mask"]], -1).astype(jnp.float32), g.edge_kind_oh], -1)
+      hist_fail / n_hist, f["edge_mask"]], -1).astype(jnp.float32), g.edge_kind_oh], -1)
   n_open = jnp.sum(f["need_fill"] + f["need_drain"])
   glob = jnp.concatenate([jnp.stack([
       f["time"][0], f["heel"][0], f["trim_err"][0], n_open / 8.0,
       jnp.sum(f["fail_kind"] > 0) / 16.0, jnp.mean(jnp.where(f["edge_mask"] > 0.5, chat, 1.0)),
-      jnp.sum(work_dst * (bp.route_src == T_MAX) * job) / 12.0]), f["hist_ratio"]])
+      jnp.sum(work_dst * (bp.route_src == t_max) * job) / 12.0]), f["hist_ratio"]])
   return Feats(route, resid, slot_mask, slot_route, ef * f["edge_mask"][:, None], glob)
 
 
@@ -247,13 +246,14 @@ class BallastAgent(nn.Module):
     return logits, value, diag_logit
 
 
-def make_v1(c: ml_collections.ConfigDict, env: BallastNet, env_params: EnvParams) -> Agent:
-  """The v1 agent: record = (features, slot); aux loss = BCE(diagnosis, 1[clog < 1]) over
-  real edges (privileged labels from the simulator state, never observed); logs off_top_share
-  (sampled route != B-replan's)."""
+def make_v1(c: ml_collections.ConfigDict, env, env_params) -> Agent:
+  """The v1 agent for a BallastNet env (task v1) and its EnvParams: record = (features, slot);
+  aux loss = BCE(diagnosis, 1[clog < 1]) over real edges (privileged labels from the simulator
+  state, never observed); logs off_top_share (sampled route != B-replan's). The env-side
+  functions come from `env.agent_api` (dependency injection)."""
   if env.task != "v1":
     raise ValueError("the BallastNet route-scoring agent is written for task v1 (ballast_v2)")
-  graph = make_graph(env_params)
+  graph = make_graph(env_params, env.agent_api)
   net = BallastAgent(hidden=c.ballast.hidden)
   feat_fn = jax.vmap(features, in_axes=(0, None))
   edge_mask = env_params.edge_mask.astype(jnp.float32)
@@ -321,10 +321,10 @@ def deviation_flags(pp, obs: jax.Array, action: jax.Array) -> jax.Array:
   (parallel paths with no evidence yet), so the first flag counts tie-breaks too; the second
   counts real departures from B-replan's belief. pp = (net_params, Graph), params unused."""
   _, graph = pp
-  bp = graph.bp
-  f = split_obs(obs)
-  rep = B.replan_policy(bp, obs)
-  _, chat, _, n_contain, _ = B.evidence(f, bp)
-  cost = jnp.concatenate([B.believed_cost(chat, bp) + bp.w_fail * n_contain,
+  bp, api = graph.bp, graph.api
+  f = api.split_obs(obs)
+  rep = api.replan_policy(bp, obs)
+  _, chat, _, n_contain, _ = api.evidence(f, bp)
+  cost = jnp.concatenate([api.believed_cost(chat, bp) + bp.w_fail * n_contain,
                           jnp.array([jnp.inf])])
   return jnp.stack([action != rep, cost[action] > cost[rep] + DEVIATION_TOL])

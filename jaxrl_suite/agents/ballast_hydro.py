@@ -9,7 +9,7 @@ Action int32[P]: one command per pump slot, chosen autoregressively (slot p sees
   head p: candidates = the M routes of pump p still allowed (useful: sink needs water, source
           has water to give; no pipe shared with an earlier slot's route, `pair_ok`), the M
           with the largest predicted volume this step (the clear-pipe operating point times
-          the believed flow ratios, hydro_baselines.predicted_moves), plus NOOP.
+          the believed flow ratios, the env's predicted_moves), plus NOOP.
           logits_m = MLP([route_m, g(h), glob_p]) (+ resid_on * w * resid_m, the ablation),
           NOOP: MLP([g(h), glob_p]).
   Per-route features (layout-free, so one policy runs on any layout): predicted and clear-pipe
@@ -26,6 +26,17 @@ pooled head-0 route embeddings]; V = MLP([h, pooled]).
 log pi(a | s) = sum_p log pi_p(a_p | s, a_<p); entropy = sum_p H_p at the sampled prefix (a
 one-sample estimate of the joint entropy, chain rule).
 
+Diagnosis head (per edge, layout-free): d_e = MLP([edge_e, y]) with y the GRU output and edge_e
+the edge's evidence (confirmed good, believed ratio chat_e, exercised, #blocked / #partial
+failure sets holding it, 1 / size of the smallest such set, shortfall of the last commands
+through it, clog prior block_w / partial_w, edge kind one-hot). Trained through the one
+learner's auxiliary-loss hook (`Agent.label` -> `Eval.aux_loss`, weight `aux_coef`):
+  L_aux = mean over steps and real edges of BCE(d_e, 1[clog_e < 1]),
+with the episode's true clog mask as the privileged label (never observed). The gradient flows
+into the GRU (the belief the head reads is the one the policy acts from); the policy still
+acts from tank levels and the evidence fields only. `make_diagnose` scores the head after an
+episode (d_e > 0 on real edges = predicted clogged).
+
 Ablation "with the replanner residual": resid_m = -min(score_m - min_j score_j, R) on the
 heel-admissible slots (score = the replanner's -log(Q gain) + eps len + w_fail #sets), -R on
 inadmissible ones and NOOP (0 for NOOP on slots p > 0 when nothing is admissible), weight w
@@ -39,25 +50,23 @@ one program trains on any layout; `train` cycles through the training layouts in
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
-import numpy as np
+import optax
 from flax import struct
 
 from jaxrl_suite.algos.agent import Agent, Eval, Step
 from jaxrl_suite.core import losses
 from jaxrl_suite.core.initializers import orthogonal
-from jaxrl_suite.envs.ballast import hydro_baselines as HB
-from jaxrl_suite.envs.ballast.baselines import evidence
-from jaxrl_suite.envs.ballast.hydro_env import split_hydro_obs
 
 N_ROUTE_FEAT = 18
 N_GLOB = 12
 N_STEP = 10
+N_EDGE_SCALAR = 10            # edge features before the edge-kind one-hot
 R_CLIP = 10.0
 MAX_PUMPS = 3
 
@@ -70,14 +79,18 @@ def default_config() -> ml_collections.ConfigDict:
 @struct.dataclass
 class Tables:
   """What the agent reads about a layout: the replanner tables (env params inside) and the
-  residual switch. Traced leaves: one compiled program serves every padded layout."""
-  bp: HB.HydroBaselineParams
+  residual switch. Traced leaves: one compiled program serves every padded layout. `api`
+  (static) is the env side's functions (envs/ballast/agent_api.HydroApi, `env.agent_api`),
+  injected so that this module never imports envs/."""
+  bp: Any                   # hydro_baselines.HydroBaselineParams
   resid_on: jax.Array       # () float, 1.0 = the replanner-residual ablation
+  api: Any = struct.field(pytree_node=False, default=None)
 
 
-def make_tables(env_params, resid: bool) -> Tables:
-  return Tables(bp=HB.make_hydro_baseline(env_params, "heel_replan"),
-                resid_on=jnp.float32(1.0 if resid else 0.0))
+def make_tables(env_params, resid: bool, api) -> Tables:
+  """Tables of one layout (HydroParams) for the agent; api = the env's HydroApi."""
+  return Tables(bp=api.make_baseline(env_params, "heel_replan"),
+                resid_on=jnp.float32(1.0 if resid else 0.0), api=api)
 
 
 class Pre(NamedTuple):
@@ -89,6 +102,7 @@ class Pre(NamedTuple):
   free: jax.Array     # [K] useful and moving water
   heel: jax.Array     # () deg
   step: jax.Array     # [N_STEP] GRU input features
+  edge: jax.Array     # [E, N_EDGE_SCALAR + n_kinds] diagnosis-head edge features
 
 
 class Head(NamedTuple):
@@ -102,10 +116,10 @@ class Head(NamedTuple):
 def observe(tb: Tables, obs: jax.Array) -> Pre:
   bp = tb.bp
   p = bp.env
-  T, K = p.cap.shape[-1], p.route_mask.shape[-1]
-  f = split_hydro_obs(obs, p)
-  v_max, v, score, useful, job = HB.predicted_moves(bp, f)
-  good, _, _, n_contain, _ = evidence(f, bp)
+  T = p.cap.shape[-1]
+  f = tb.api.split_obs(obs, p)
+  v_max, v, score, useful, job = tb.api.predicted_moves(bp, f)
+  good, _, _, n_contain, _ = tb.api.evidence(f, bp)
   re = p.route_edges.astype(jnp.float32)
   n_e = jnp.maximum(re.sum(-1), 1.0)
   step_vol = jnp.maximum(p.pump_rate[p.route_pump] * p.dt_h, 1.0)
@@ -136,7 +150,28 @@ def observe(tb: Tables, obs: jax.Array) -> Pre:
       jnp.sum(f["last_pumped"]) / MAX_PUMPS,
       jnp.mean(jnp.abs(f["dlevel"]) * f["tank_mask"])])
   free = useful & (v > 0.5)
-  return Pre(base, v, v_max, score, free, heel, step)
+  return Pre(base, v, v_max, score, free, heel, step, edge_features(tb, f))
+
+
+def edge_features(tb: Tables, f) -> jax.Array:
+  """[E, N_EDGE_SCALAR + n_kinds] evidence of each pipe edge (zero rows on padding edges)."""
+  p = tb.bp.env
+  P = p.pump_rate.shape[-1]
+  em = f["edge_mask"]
+  kind = f["fail_kind"]
+  sets = (f["fail_sets"] > 0.5) & (f["good"] < 0.5)[None, :] & (kind > 0)[:, None]  # [F, E]
+  size = jnp.maximum(sets.sum(-1), 1)
+  n_block = jnp.sum(sets & (kind == 1)[:, None], 0)
+  n_part = jnp.sum(sets & (kind == 2)[:, None], 0)
+  inv_size = jnp.max(jnp.where(sets, 1.0 / size[:, None], 0.0), 0)
+  short = (1.0 - jnp.clip(f["last_ratio"], 0.0, 1.0)) * (f["last_info"] > 0.5)      # [P]
+  last_short = jnp.sum(f["last_route"] * short[:, None], 0) / P                      # [E]
+  kinds = jax.nn.one_hot(p.edge_kind, tb.api.n_edge_kinds)
+  ef = jnp.concatenate([jnp.stack([
+      f["good"], f["chat"], f["exercised"], jnp.minimum(n_block, 4) / 4.0,
+      jnp.minimum(n_part, 4) / 4.0, inv_size, last_short, p.block_w / 3.0, p.partial_w / 2.0,
+      em], -1), kinds], -1)
+  return (ef * em[:, None]).astype(jnp.float32)
 
 
 def head_feats(tb: Tables, pre: Pre, slot: int, taken: jax.Array, heel, lo, hi,
@@ -194,6 +229,10 @@ class HydroNet(nn.Module):
     self.cell = nn.GRUCell(self.gru, recurrent_kernel_init=orthogonal())
     self.v1 = nn.Dense(self.hidden)
     self.v_out = nn.Dense(1, kernel_init=orthogonal(1.0))
+    self.d1 = nn.Dense(self.hidden)
+    self.d_ctx = nn.Dense(self.hidden)
+    self.d2 = nn.Dense(self.hidden)
+    self.d_out = nn.Dense(1)
     self.w = self.param("w_resid", nn.initializers.constant(self.w_init), ())
 
   def embed(self, route):
@@ -214,6 +253,11 @@ class HydroNet(nn.Module):
   def value(self, y, pool):
     return self.v_out(nn.tanh(self.v1(jnp.concatenate([y, pool], -1))))[..., 0]
 
+  def diagnose(self, y, edge):
+    """y [..., G], edge [..., E, F] -> clog logits [..., E]."""
+    z = nn.tanh(self.d1(edge) + self.d_ctx(y)[..., None, :])
+    return self.d_out(nn.tanh(self.d2(z)))[..., 0]
+
   def logits(self, y, hd: Head, resid_on):
     """y [..., G] GRU output, head features [..., M, F] -> logits [..., M + 1]."""
     c = self.ctx(jnp.concatenate([y, hd.glob], -1))                      # [..., H]
@@ -223,9 +267,9 @@ class HydroNet(nn.Module):
     lg = jnp.concatenate([s, n[..., None]], -1) + resid_on * self.w * hd.resid
     return jnp.where(hd.slot_mask, lg, losses.MASKED_LOGIT)
 
-  def __call__(self, h, step, head0: Head, reset, resid_on):
+  def __call__(self, h, step, head0: Head, reset, resid_on, edge):
     h, y, pool = self.core(h, step, head0, reset)
-    return h, self.logits(y, head0, resid_on), self.value(y, pool)
+    return h, self.logits(y, head0, resid_on), self.value(y, pool), self.diagnose(y, edge)
 
 
 def _take(x, i):
@@ -274,16 +318,27 @@ def make_actor(cfg, tb: Tables):
       slots.append(slot)
       cmds.append(jnp.where(live, kk, 2 * K))
     stack = lambda xs: jax.tree.map(lambda *a: jnp.stack(a, 1), *xs)
-    record = (stack(heads), jnp.stack(slots, 1), pre.step, hd0)
+    record = (stack(heads), jnp.stack(slots, 1), pre.step, hd0, pre.edge)
     return h, jnp.stack(cmds, 1).astype(jnp.int32), record, lp, value
 
   return net, act_rows
 
 
+def diagnosis_loss(net, params, y, edge, label, edge_mask):
+  """Mean BCE(d_e, label_e) over steps x rows x real edges; y [T, B, G], edge [T, B, E, F],
+  label [T, B, E], edge_mask [E]."""
+  dlogit = net.apply(params, y, edge, method=HydroNet.diagnose)                # [T, B, E]
+  bce = optax.sigmoid_binary_cross_entropy(dlogit, label)
+  n = jnp.maximum(edge_mask.sum() * bce.shape[0] * bce.shape[1], 1.0)
+  return jnp.sum(bce * edge_mask) / n
+
+
 def make_agent(cfg, tb: Tables) -> Agent:
   """The Agent (algos/agent.py) for one layout's tables; record = (heads [B, P, ...], slots
-  [B, P], step features, head-0 features); recurrent (carry h [B, gru])."""
+  [B, P], step features, head-0 features, edge features); recurrent (carry h [B, gru]);
+  label = the true clog mask 1[clog < 1] [B, E] (the diagnosis head's auxiliary loss)."""
   net, act_rows = make_actor(cfg, tb)
+  edge_mask = tb.bp.env.edge_mask.astype(jnp.float32)
 
   def initial_carry(batch: int):
     return jnp.zeros((batch, cfg.gru), jnp.float32)
@@ -294,7 +349,8 @@ def make_agent(cfg, tb: Tables) -> Agent:
     K = tb.bp.env.route_mask.shape[-1]
     hd = jax.vmap(lambda pr: head_feats(tb, pr, 0, jnp.ones(K, bool), pr.heel, pr.heel,
                                         pr.heel, min(int(cfg.slots), K)))(pre)
-    return net.init(key, initial_carry(b), pre.step, hd, jnp.ones(b, bool), tb.resid_on)
+    return net.init(key, initial_carry(b), pre.step, hd, jnp.ones(b, bool), tb.resid_on,
+                    pre.edge)
 
   def act(params, carry, obs, done_prev, key, mask=None):
     del mask
@@ -303,7 +359,7 @@ def make_agent(cfg, tb: Tables) -> Agent:
 
   def evaluate(params, carry0, seq):
     """seq leaves [T, B, ...]: the GRU re-run over the sequences, heads from stored features."""
-    heads, slots, step, hd0 = seq.record
+    heads, slots, step, hd0, edge = seq.record
 
     def core(h, x):
       st, h0, reset = x
@@ -317,7 +373,9 @@ def make_agent(cfg, tb: Tables) -> Agent:
     lg = net.apply(params, y_h, heads, tb.resid_on, method=HydroNet.logits)
     lp = losses.categorical_log_prob(lg, slots).sum(-1)
     ent = losses.categorical_entropy(lg).sum(-1)
-    return Eval(lp, ent, value, jnp.zeros(()))
+    if seq.label is None:   # re-scoring without labels (no auxiliary loss)
+      return Eval(lp, ent, value, jnp.zeros(()))
+    return Eval(lp, ent, value, diagnosis_loss(net, params, y, edge, seq.label, edge_mask))
 
   def value(params, carry, obs):
     pre = jax.vmap(observe, in_axes=(None, 0))(tb, obs)
@@ -328,7 +386,11 @@ def make_agent(cfg, tb: Tables) -> Agent:
                            method=HydroNet.core)
     return net.apply(params, y, pool, method=HydroNet.value)
 
-  return Agent(init, initial_carry, act, evaluate, value, recurrent=True, module=net)
+  def label(state):
+    return (state.clog < 1.0).astype(jnp.float32)
+
+  return Agent(init, initial_carry, act, evaluate, value, label=label, recurrent=True,
+               module=net)
 
 
 def make_policy(cfg, greedy: bool = True):
@@ -343,6 +405,26 @@ def make_policy(cfg, greedy: bool = True):
     return h2[0], a[0]
 
   return step
+
+
+def make_diagnose(cfg):
+  """diagnose(pp, h [gru], obs [D]) -> bool[E] predicted clogged edges (d_e > 0 on real edges)
+  after one more GRU step on obs (the episode's final observation, h its carry); pp =
+  (net_params, Tables)."""
+
+  def diagnose(pp, h, obs):
+    params, tb = pp
+    net = HydroNet(cfg.hidden, cfg.gru, cfg.w_init)
+    p = tb.bp.env
+    K = p.route_mask.shape[-1]
+    pre = observe(tb, obs)
+    hd = head_feats(tb, pre, 0, jnp.ones(K, bool), pre.heel, pre.heel, pre.heel,
+                    min(int(cfg.slots), K))
+    _, y, _ = net.apply(params, h, pre.step, hd, jnp.array(False), method=HydroNet.core)
+    d = net.apply(params, y, pre.edge, method=HydroNet.diagnose)
+    return (d > 0.0) & p.edge_mask
+
+  return diagnose
 
 
 def learner_config(c: ml_collections.ConfigDict, total_updates: int) -> ml_collections.ConfigDict:

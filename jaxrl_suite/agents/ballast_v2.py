@@ -26,7 +26,7 @@ Training: the one learner (`config.agent = "ballast_v2"`, `make_v2` builds the A
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -37,12 +37,10 @@ from flax import struct
 from jaxrl_suite.core import losses
 from jaxrl_suite.agents import ballast as A
 from jaxrl_suite.algos.agent import Agent, Eval, Step, no_carry
-from jaxrl_suite.envs.ballast import baselines as B
-from jaxrl_suite.envs.ballast.env import BallastNet, EnvParams, split_obs
-from jaxrl_suite.envs.ballast.routes import K_MAX, T_MAX
 
+# The env side (replan-v2's prediction functions, the splitter, K_MAX) comes in through
+# Graph2.g.api (envs/ballast/agent_api.BallastNetApi): this module never imports envs/.
 M2 = 16                          # candidate route slots per pump
-N_V2_FEAT = A.N_EV_FEAT + 9
 R_CLIP = 10.0                    # clip of the residual (tolerance units)
 
 
@@ -54,16 +52,17 @@ def default_config() -> ml_collections.ConfigDict:
 class Graph2:
   """Static tables: the v1 evidence tables and the greedy controller's (believed conductance)."""
   g: A.Graph
-  vp: B.V2Params
+  vp: Any                 # baselines.V2Params
 
 
-def make_graph2(env_params: EnvParams) -> Graph2:
-  return Graph2(g=A.make_graph(env_params), vp=B.make_v2_params(env_params, oracle=False))
+def make_graph2(env_params, api) -> Graph2:
+  """api = the env's BallastNetApi (`env.agent_api`)."""
+  return Graph2(g=A.make_graph(env_params, api), vp=api.make_v2_params(env_params, oracle=False))
 
 
 class Pre(NamedTuple):
   """Param-free quantities of one observation, shared by both heads."""
-  ev: jax.Array       # [K, N_EV_FEAT] evidence / history route features
+  ev: jax.Array       # [K, 11 + 3 H] evidence / history route features
   heel: jax.Array     # deg
   trim: jax.Array     # trim error, m
   v: jax.Array        # [K] predicted m3 moved this step (believed conductance)
@@ -73,7 +72,7 @@ class Pre(NamedTuple):
 
 
 class HeadFeats(NamedTuple):
-  route: jax.Array       # [M2, N_V2_FEAT]
+  route: jax.Array       # [M2, 20 + 3 H]
   resid: jax.Array       # [M2 + 1]
   glob: jax.Array        # [N_GLOB]
   slot_mask: jax.Array   # [M2 + 1] (last = NOOP)
@@ -82,9 +81,10 @@ class HeadFeats(NamedTuple):
 
 
 def observe_base(obs: jax.Array, gr: Graph2) -> Pre:
-  f = split_obs(obs)
+  api = gr.g.api
+  f = api.split_obs(obs)
   ev, (_, chat, _, _, _) = A.evidence_route_features(f, gr.g)
-  heel, trim, v, g = B.v2_predict(gr.vp, f)
+  heel, trim, v, g = api.v2_predict(gr.vp, f)
   lvl_ext = jnp.concatenate([f["level"], jnp.array([0.5])])
   lvl = jnp.stack([lvl_ext[gr.vp.bp.route_src], lvl_ext[gr.vp.bp.route_dst]], -1)
   glob = jnp.concatenate([jnp.stack([
@@ -98,32 +98,33 @@ def observe_base(obs: jax.Array, gr: Graph2) -> Pre:
 def head_feats(pre: Pre, gr: Graph2, pump: int, partner) -> HeadFeats:
   """Candidate slots and features of head `pump` (0 or 1) given the partner route (K_MAX for
   head 0): heel / trim are those after the partner's predicted move."""
-  vp = gr.vp
-  heel, trim = B.v2_after(vp, pre.heel, pre.trim, pre.v, partner)
-  err = B.v2_pump_errors(vp, heel, trim, pre.v, pump, partner)        # [K + 1], inf = invalid
-  greedy = B.argmin_first(err, K_MAX)
+  vp, api = gr.vp, gr.g.api
+  k_max = api.k_max
+  heel, trim = api.v2_after(vp, pre.heel, pre.trim, pre.v, partner)
+  err = api.v2_pump_errors(vp, heel, trim, pre.v, pump, partner)      # [K + 1], inf = invalid
+  greedy = api.argmin_first(err, k_max)
   r = jnp.sqrt(jnp.minimum(err, 1e12))
-  order = jax.lax.top_k(-err[:K_MAX], M2)[1]
+  order = jax.lax.top_k(-err[:k_max], M2)[1]
   slot_ok = jnp.isfinite(err[order])
-  r_slots = jnp.concatenate([r[order], r[K_MAX:]])                    # [M2 + 1]
+  r_slots = jnp.concatenate([r[order], r[k_max:]])                    # [M2 + 1]
   ok = jnp.concatenate([slot_ok, jnp.array([True])])
   r_min = jnp.min(jnp.where(ok, r_slots, jnp.inf))
   resid = jnp.where(ok, -jnp.minimum(r_slots - r_min, R_CLIP), 0.0)
   step = vp.step_vol[pump]
   h_after = heel + vp.dheel * pre.v
   t_after = trim + vp.dtrim * pre.v
-  r_now = r[K_MAX]
+  r_now = r[k_max]
   own = jnp.stack([
       pre.g, pre.v / step, jnp.clip(vp.dheel * step / vp.heel_tol, -5, 5) / 5.0,
       jnp.clip(vp.dtrim * step / vp.trim_tol, -5, 5) / 5.0,
       jnp.clip(h_after / vp.heel_tol, -10, 10) / 5.0, jnp.clip(t_after / vp.trim_tol, -10, 10) / 5.0,
-      jnp.clip(r[:K_MAX] - r_now, -5, 5) / 5.0, pre.lvl[:, 0], pre.lvl[:, 1]], -1)
+      jnp.clip(r[:k_max] - r_now, -5, 5) / 5.0, pre.lvl[:, 0], pre.lvl[:, 1]], -1)
   route = jnp.concatenate([own, pre.ev], -1)[order] * slot_ok[:, None]
   glob = jnp.concatenate([jnp.stack([
       jnp.clip(heel / vp.heel_tol, -10, 10) / 5.0, jnp.clip(trim / vp.trim_tol, -10, 10) / 5.0,
-      jnp.minimum(r_now, 20.0) / 10.0, jnp.float32(pump), jnp.asarray(partner < K_MAX, jnp.float32)]),
+      jnp.minimum(r_now, 20.0) / 10.0, jnp.float32(pump), jnp.asarray(partner < k_max, jnp.float32)]),
       pre.glob])
-  slot_route = jnp.concatenate([jnp.where(slot_ok, order, K_MAX), jnp.array([K_MAX])])
+  slot_route = jnp.concatenate([jnp.where(slot_ok, order, k_max), jnp.array([k_max])])
   return HeadFeats(route.astype(jnp.float32), resid, glob, ok, slot_route, greedy)
 
 
@@ -163,7 +164,7 @@ def make_actor(hidden: int, w_init: float, gr: Graph2):
 
   def observe(params, obs):
     pre = base(obs, gr)
-    ft0 = heads(pre, gr, 0, jnp.full(obs.shape[0], K_MAX, jnp.int32))
+    ft0 = heads(pre, gr, 0, jnp.full(obs.shape[0], gr.g.api.k_max, jnp.int32))
     logits0, value = net.apply(params, ft0, method=V2Agent.head0)
     return (pre, ft0, logits0), value
 
@@ -194,18 +195,20 @@ def joint_log_prob_entropy(logits0, logits1, slot0, slot1):
   return lp, ent
 
 
-def make_v2(config: ml_collections.ConfigDict, env: BallastNet, env_params: EnvParams) -> Agent:
-  """The v2 agent: record = (ft0, ft1, slot0, slot1); no auxiliary loss (label zeros, aux 0,
-  kept so the loss graph is the one the results were produced with); logs off_top_share (the
-  pair differs from replan-v2's)."""
+def make_v2(config: ml_collections.ConfigDict, env, env_params) -> Agent:
+  """The v2 agent for a BallastNet env (task v2; its functions from `env.agent_api`): record =
+  (ft0, ft1, slot0, slot1); no auxiliary loss (label zeros, aux 0, kept so the loss graph is
+  the one the results were produced with); logs off_top_share (the pair differs from
+  replan-v2's)."""
   if env.task != "v2":
     raise ValueError("agent ballast_v2 is written for task v2 (the stability target)")
-  gr = make_graph2(env_params)
+  gr = make_graph2(env_params, env.agent_api)
   net, observe, act_ = make_actor(config.ballast.hidden, config.ballast.w_init, gr)
+  k_max = gr.g.api.k_max
 
   def init(key, obs):
     pre = observe_base(obs[0], gr)
-    return net.init(key, head_feats(pre, gr, 0, K_MAX), head_feats(pre, gr, 1, K_MAX))
+    return net.init(key, head_feats(pre, gr, 0, k_max), head_feats(pre, gr, 1, k_max))
 
   def act(params, carry, obs, done_prev, key, mask=None):
     del done_prev, mask
@@ -249,14 +252,15 @@ def deviation_flags(pp, obs: jax.Array, action: jax.Array) -> jax.Array:
   move the greedy model believes worse). pp = (net_params, Graph2), params unused."""
   _, gr = pp
   vp = gr.vp
-  greedy = B.v2_greedy_policy(vp, obs)
-  heel, trim, v, _ = B.v2_predict(vp, split_obs(obs))
+  api = gr.g.api
+  greedy = api.v2_greedy_policy(vp, obs)
+  heel, trim, v, _ = api.v2_predict(vp, api.split_obs(obs))
 
   def r_after(a):
-    a1 = jnp.where(vp.pair_ok[a[0], a[1]], a[1], K_MAX)  # as env.step_env
-    h, t = B.v2_after(vp, heel, trim, v, a[0])
-    h, t = B.v2_after(vp, h, t, v, a1)
-    return jnp.sqrt(B.v2_error(vp, h, t)), a1
+    a1 = jnp.where(vp.pair_ok[a[0], a[1]], a[1], api.k_max)  # as env.step_env
+    h, t = api.v2_after(vp, heel, trim, v, a[0])
+    h, t = api.v2_after(vp, h, t, v, a1)
+    return jnp.sqrt(api.v2_error(vp, h, t)), a1
 
   r_a, a1 = r_after(action)
   r_g, _ = r_after(greedy)

@@ -32,7 +32,7 @@ def test_joint_log_prob_is_the_sum_of_the_two_heads():
 
 def _rollout(n_envs=16, n_steps=12, greedy=False):
   """Sampled actions of a freshly initialised agent on n_envs ships for n_steps steps."""
-  gr = A2.make_graph2(PARAMS)
+  gr = A2.make_graph2(PARAMS, ENV.agent_api)
   c = A2.default_config()
   net, observe, act = A2.make_actor(32, c.ballast.w_init, gr)
 

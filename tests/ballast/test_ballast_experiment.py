@@ -31,7 +31,7 @@ def test_agent_features_and_policy_on_two_layouts():
   policy, diagnose = jax.jit(policy), jax.jit(diagnose)  # eager dispatch is slow
   env, p = make_ballast()
   obs, s = jax.jit(env.reset)(jax.random.PRNGKey(0), p)
-  g = A.make_graph(p)
+  g = A.make_graph(p, env.agent_api)
   ft = jax.jit(A.features)(obs, g)
   params = A.BallastAgent(hidden=32).init(jax.random.PRNGKey(1), ft)
   a = int(policy((params, g), obs, jax.random.PRNGKey(2)))
@@ -53,7 +53,7 @@ def test_agent_features_and_policy_on_two_layouts():
   # same weights, other layout (generalisation path)
   env2, p2 = make_ballast(layout="direct10")
   obs2, s2 = jax.jit(env2.reset)(jax.random.PRNGKey(0), p2)
-  a2 = int(policy((params, A.make_graph(p2)), obs2, jax.random.PRNGKey(2)))
+  a2 = int(policy((params, A.make_graph(p2, env2.agent_api)), obs2, jax.random.PRNGKey(2)))
   assert np.asarray(jax.jit(env2.action_mask)(s2, p2))[a2]
   d = diagnose((params, g), obs)
   assert d.shape == (p.edge_mask.shape[0],) and not bool(d[~p.edge_mask].any())

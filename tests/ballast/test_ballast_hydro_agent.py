@@ -60,7 +60,7 @@ def _rollout(p, tb, n_env=4, n_steps=6, seed=0):
 
 def test_commands_are_valid_and_share_no_pipe(direct10):
   p = direct10
-  tb = A.make_tables(p, resid=False)
+  tb = A.make_tables(p, resid=False, api=ENV.agent_api)
   _, _, _, recs = _rollout(p, tb)
   K = p.route_mask.shape[0]
   n_live = 0
@@ -78,7 +78,7 @@ def test_commands_are_valid_and_share_no_pipe(direct10):
 
 
 def test_recurrent_reevaluation_equals_acting_log_probs(direct10):
-  tb = A.make_tables(direct10, resid=True)
+  tb = A.make_tables(direct10, resid=True, api=ENV.agent_api)
   agent, params, h0, recs = _rollout(direct10, tb)
   stack = lambda xs: jax.tree.map(lambda *a: jnp.stack(a), *xs)
   seq = Transition(record=stack([o.record for o, _ in recs]),
@@ -96,7 +96,7 @@ def test_one_parameter_shape_for_every_layout():
   shapes = []
   for lay in (load_layout("direct10"), generate_layout(3)):
     p = _params(lay, n=2)
-    tb = A.make_tables(p, resid=False)
+    tb = A.make_tables(p, resid=False, api=ENV.agent_api)
     obs, _ = jax.vmap(ENV.reset, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(0), 2),
                                                      p)
     shapes.append(jax.tree.map(jnp.shape, A.make_agent(CFG, tb).init(jax.random.PRNGKey(0),
@@ -112,7 +112,7 @@ def test_one_parameter_shape_for_every_layout():
 
 def test_residual_switch_off_gives_w_no_gradient(direct10):
   for resid, zero in ((False, True), (True, False)):
-    tb = A.make_tables(direct10, resid=resid)
+    tb = A.make_tables(direct10, resid=resid, api=ENV.agent_api)
     agent, params, h0, recs = _rollout(direct10, tb, n_steps=3)
     stack = lambda xs: jax.tree.map(lambda *a: jnp.stack(a), *xs)
     seq = Transition(record=stack([o.record for o, _ in recs]),

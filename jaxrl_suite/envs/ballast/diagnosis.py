@@ -20,11 +20,24 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_suite.envs.ballast.env import EnvParams, split_obs
-from jaxrl_suite.envs.ballast.routes import F_MAX
 
 
 def reference_diagnosis(obs: jax.Array, env_params: EnvParams) -> jax.Array:
-  """Predicted clogged edges bool[E] from a (final) observation. Jittable, vmappable over obs.
+  """Predicted clogged edges bool[E] from a (final) BallastNet-v0 observation (see
+  `diagnose_fields`). Jittable, vmappable over obs."""
+  return diagnose_fields(split_obs(obs), env_params.block_w, env_params.partial_w)
+
+
+def reference_diagnosis_hydro(obs: jax.Array, params) -> jax.Array:
+  """The same diagnoser on a BallastHydro-v0 observation (same evidence fields; params a
+  HydroParams, whose block_w / partial_w are the layout's clog prior)."""
+  from jaxrl_suite.envs.ballast.hydro_env import split_hydro_obs  # local: no import cycle
+  return diagnose_fields(split_hydro_obs(obs, params), params.block_w, params.partial_w)
+
+
+def diagnose_fields(f, block_w: jax.Array, partial_w: jax.Array) -> jax.Array:
+  """Predicted clogged edges bool[E] from the evidence fields good [E], fail_sets [F, E],
+  fail_kind [F] of an observation and the clog prior block_w / partial_w [E].
 
   Greedy minimum hitting set: repeatedly predict the edge that explains the most still
   unexplained failure sets (minus confirmed-good edges), ties broken by the clog prior (block_w
@@ -32,12 +45,10 @@ def reference_diagnosis(obs: jax.Array, env_params: EnvParams) -> jax.Array:
   always explained by its own edge (proof); a blockage seen through several routes is blamed on
   the edge they share rather than on one edge per route.
   """
-  f = split_obs(obs)
   good = f["good"] > 0.5
   kind = f["fail_kind"].astype(jnp.int32)
   sets = (f["fail_sets"] > 0.5) & ~good[None, :] & (kind > 0)[:, None]          # [F, E]
-  w = jnp.where((kind == 1)[:, None], env_params.block_w[None, :],
-                env_params.partial_w[None, :])                                  # [F, E]
+  w = jnp.where((kind == 1)[:, None], block_w[None, :], partial_w[None, :])    # [F, E]
   score_w = (1.0 + 1e-2 * w) * sets                                            # per set-edge
 
   def body(_, carry):
@@ -50,7 +61,7 @@ def reference_diagnosis(obs: jax.Array, env_params: EnvParams) -> jax.Array:
     open_ = open_ & ~(sets[:, pick] & add)
     return pred, open_
 
-  pred, _ = jax.lax.fori_loop(0, F_MAX, body, (jnp.zeros_like(good), sets.any(-1)))
+  pred, _ = jax.lax.fori_loop(0, sets.shape[0], body, (jnp.zeros_like(good), sets.any(-1)))
   return pred
 
 

@@ -332,6 +332,13 @@ class BallastNet(environment.Environment[EnvState, EnvParams]):
     return EnvParams(**arrays)
 
   @property
+  def agent_api(self):
+    """The env-side functions and sizes the agents need (agent_api.BallastNetApi),
+    injected into the agent factories so that agents/ never imports envs/."""
+    from jaxrl_suite.envs.ballast.agent_api import ballast_net_api  # local: no cycle
+    return ballast_net_api()
+
+  @property
   def name(self) -> str:
     return "BallastNet-v0"
 

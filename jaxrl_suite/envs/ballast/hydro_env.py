@@ -175,6 +175,13 @@ class BallastHydro(environment.Environment[HydroState, HydroParams]):
     self.layout_name = layout_name
 
   @property
+  def agent_api(self):
+    """The env-side functions and sizes the agents need (agent_api.HydroApi),
+    injected into the agent factories so that agents/ never imports envs/."""
+    from jaxrl_suite.envs.ballast.agent_api import hydro_api  # local: no cycle
+    return hydro_api()
+
+  @property
   def name(self) -> str:
     return "BallastHydro-v0"
 

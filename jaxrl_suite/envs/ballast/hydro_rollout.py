@@ -3,7 +3,8 @@
 `make_hydro_evaluate(env, policy, num_steps)` returns evaluate(env_params, policy_params, idx[N],
 keys[N]) -> dict of per-episode arrays: steps (decision steps until the episode ended, or the
 limit), success, violated (heel limit exceeded at some step), max_heel (deg), energy_kwh,
-plan_done (every tank at its target, heel aside), n_blocked, exercised [N, E], final_obs [N, D].
+plan_done (every tank at its target, heel aside), n_blocked, exercised [N, E], final_obs [N, D],
+final_carry (the policy's carry when the episode ended; () for a memoryless policy).
 Paired episodes: the same (idx, key) gives the same plan, clogs and sounding noise to every
 policy (noise is drawn from the step key, independent of the action).
 """
@@ -44,12 +45,12 @@ def make_hydro_evaluate_recurrent(env: BallastHydro, step: Callable, carry0: Any
       return (obs_n, state_n, h_n, done | term, steps + (~done), jnp.array(False)), None
 
     init = (obs, state, carry0, jnp.array(False), jnp.int32(0), jnp.array(True))
-    (obs, state, _, _, steps, _), _ = jax.lax.scan(body, init, jax.random.split(ks, num_steps))
+    (obs, state, h, _, steps, _), _ = jax.lax.scan(body, init, jax.random.split(ks, num_steps))
     plan_done = jnp.all((jnp.abs(state.vol - state.target) < params.tol) | ~params.tank_mask)
     return {"steps": steps, "success": state.success, "violated": state.violated,
             "max_heel": state.max_heel, "energy_kwh": state.energy_kwh, "plan_done": plan_done,
             "n_blocked": params.bank.n_blocked[idx], "exercised": state.exercised,
-            "final_obs": obs}
+            "final_obs": obs, "final_carry": h}
 
   @jax.jit
   def evaluate(params: HydroParams, policy_params: Any, idx, keys):
