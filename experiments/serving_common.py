@@ -22,7 +22,7 @@ from ml_collections import config_flags
 from tqdm import tqdm
 
 from experiments import cli
-from jaxrl_suite.algos import ppo, reinforce
+from jaxrl_suite.algos import behaviour_cloning, ppo, reinforce
 from jaxrl_suite.core import stats
 from jaxrl_suite.core.networks import ActorCritic
 from jaxrl_suite.envs.serving import harness, heuristics, traces, workload
@@ -193,18 +193,25 @@ def learned_policies(c, env, params, seeds, path: str, budget: dict[str, int], r
 
 def net_policy(c, env, params):
   """(policy(net, obs, key), template net params) of the network every algorithm in
-  c.algos trains (they must share hidden_sizes and activation, so one evaluator serves all)."""
+  c.algos trains (they must share the agent and its network, so one evaluator serves all).
+  The agent is the one `c.<algo>.agent` names ("mlp": hidden_sizes / activation; "entities":
+  the set encoder over the entity observation)."""
   if not c.algos:
     return (lambda net, obs, key: jnp.zeros(obs.shape[:-1], jnp.int32)), {}
   first = c.algos[0]
+  arch = lambda a: (c[a].get("agent", "mlp"), tuple(c[a].hidden_sizes), c[a].activation,
+                    json.dumps(c[a].entities.to_dict(), sort_keys=True))
   for a in c.algos:
-    if (tuple(c[a].hidden_sizes), c[a].activation) != (tuple(c[first].hidden_sizes),
-                                                       c[first].activation):
-      raise ValueError(f"config.{a} network (hidden_sizes, activation) differs from "
-                       f"config.{first}: one evaluator needs one architecture")
-  net = ActorCritic(int(env.num_actions), tuple(c[first].hidden_sizes), c[first].activation)
+    if arch(a) != arch(first):
+      raise ValueError(f"config.{a} network (agent, hidden_sizes, activation, entities) differs "
+                       f"from config.{first}: one evaluator needs one architecture")
   obs_dim = int(np.prod(env.observation_space(params).shape))
-  template = net.init(jax.random.PRNGKey(0), jnp.zeros((1, obs_dim), jnp.float32))
+  if c[first].get("agent", "mlp") == "mlp":
+    net = ActorCritic(int(env.num_actions), tuple(c[first].hidden_sizes), c[first].activation)
+    template = net.init(jax.random.PRNGKey(0), jnp.zeros((1, obs_dim), jnp.float32))
+  else:
+    template = ALGOS[first].make_learner(c[first], env, params).agent.init(
+        jax.random.PRNGKey(0), jnp.zeros((1, obs_dim), jnp.float32))
   f = ALGOS[first].make_policy(c[first], env, params)
 
   def policy(net, obs, key):
@@ -215,6 +222,61 @@ def net_policy(c, env, params):
                      f(net["params"], obs, key, greedy=False))
 
   return policy, {"params": template, "greedy": jnp.zeros((), bool)}
+
+
+def train_checkpoints(mod, acfg, env, params, seeds: Sequence[int], n_chunks: int, desc: str,
+                      init_params: Any = None):
+  """Trains one policy per seed, all seeds vmapped in one jit, in `n_chunks` equal chunks of
+  updates of ONE run (the learning-rate schedule is the full run's), keeping the params after
+  each chunk: the budget sweep's checkpoints at budget i / n_chunks. init_params (stacked over
+  seeds): warm start (behaviour cloning) instead of the learner's initialisation.
+  Returns ([params stacked over seeds] per checkpoint, curves [S, U], seconds)."""
+  t0 = time.time()
+  learner = mod.make_learner(acfg, env, params)
+  n = learner.num_updates
+  if n % n_chunks:
+    raise ValueError(f"{desc}: {n} updates do not split into {n_chunks} budget checkpoints")
+  keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds])
+  if init_params is None:
+    rs = jax.jit(jax.vmap(learner.init))(keys)
+  else:
+    rs = jax.jit(jax.vmap(lambda k, p: behaviour_cloning.warm_start(learner, p, k)))(
+        keys, init_params)
+  run = jax.jit(jax.vmap(lambda r: learner.run(r, n // n_chunks)))
+  ckpts, curves = [], []
+  for _ in tqdm(range(n_chunks), desc=f"{desc} ({len(seeds)} seeds vmapped)"):
+    rs, met = jax.block_until_ready(run(rs))
+    ckpts.append(rs.train_state.params)
+    curves.append(np.asarray(met["returned_episode_returns"]))
+  return ckpts, np.concatenate(curves, 1), time.time() - t0
+
+
+def bc_warm_params(mod, acfg, env, params, teacher, seeds: Sequence[int], bcfg):
+  """Per seed: the learner's initial agent params fitted by behaviour cloning to demonstrations
+  of `teacher(obs [B, ...], key) -> actions [B]` in `env` (bcfg: num_envs, num_steps, steps,
+  batch_size, lr). Returns (params stacked over seeds, accuracy per seed [S], seconds)."""
+  t0 = time.time()
+  agent = mod.make_learner(acfg, env, params).agent
+  demos = jax.jit(lambda k: behaviour_cloning.collect(
+      env, params, teacher, k, int(bcfg.num_envs), int(bcfg.num_steps)))(
+          jax.random.PRNGKey(int(seeds[0]) + 7919))
+
+  def one(seed_key):
+    k_init, k_fit = jax.random.split(seed_key)
+    p0 = agent.init(k_init, demos.obs[:1])
+    p, _ = behaviour_cloning.fit(agent, p0, demos, k_fit, int(bcfg.steps), int(bcfg.batch_size),
+                                 float(bcfg.lr))
+    return p, behaviour_cloning.accuracy(agent, p, demos)
+
+  keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), 1) for s in seeds])
+  p, acc = jax.block_until_ready(jax.jit(jax.vmap(one))(keys))
+  return p, np.asarray(acc), time.time() - t0
+
+
+def budget_gain(table, name: str, prev: str, ld, metric: str = "goodput"):
+  """Gain of the last budget checkpoint over the one before (paired cells, two-way bootstrap
+  over seeds x windows): (mean, lo, hi) of metric(last) - metric(prev)."""
+  return harness.crossed_ci(table[(name, ld)].grid(metric) - table[(prev, ld)].grid(metric))
 
 
 def with_modes(c, learned: dict[str, Any]) -> dict[str, Any]:
