@@ -78,11 +78,14 @@ print("monopoly    ", mono, "revenue", float(pay(jnp.asarray(mono[None])).sum())
 import ml_collections
 from jaxrl_suite.algos import ppo
 from jaxrl_suite.agents import rail_features
+from jaxrl_suite.envs.rail import token_columns   # the token layout, passed into the agent
 cfg = ppo.default_config()
 cfg.num_envs, cfg.num_steps, cfg.total_timesteps = 8, 12, 8 * 12 * 6
 cfg.update_epochs, cfg.num_minibatches, cfg.multi_agent, cfg.gamma = 2, 2, "mappo", 1.0
-agent = rail_features.for_env(env, params, ml_collections.ConfigDict(
-    dict(attention=True, embed_dim=16, num_heads=2, num_layers=1)), centralised=True)
+agent = rail_features.from_config(
+    env.num_actions, env.observation_space(params).shape[1:],
+    ml_collections.ConfigDict(dict(attention=True, embed_dim=16, num_heads=2, num_layers=1)),
+    centralised=True, **token_columns())
 learner = ppo.make_learner(cfg, env, params, agent=agent)
 rs, met = jax.jit(learner.train)(jax.random.PRNGKey(0))
 pol = lambda k, obs, s: agent.policy(rs.train_state.params, obs, k, greedy=True)

@@ -72,8 +72,16 @@ def _variant(name: str):
   return parts[0], parts[1] == "rel", parts[2] if len(parts) > 2 else "bucket"
 
 
-def _learner(c, env, params, name):
+def rail_agent(env, params, agent_config, centralised: bool):
+  """The train-pricing agent for a RailRM env: the env's token layout (plain ints) is passed into
+  agents.rail_features here, so that agents/ never imports envs/."""
   from jaxrl_suite.agents import rail_features
+  from jaxrl_suite.envs.rail import token_columns
+  return rail_features.from_config(env.num_actions, env.observation_space(params).shape[1:],
+                                   agent_config, centralised, **token_columns())
+
+
+def _learner(c, env, params, name):
   from jaxrl_suite.algos import ppo
   mode, att, _ = _variant(name)
   cfg = ppo.default_config()
@@ -81,7 +89,7 @@ def _learner(c, env, params, name):
     cfg[k] = v
   cfg.multi_agent = mode
   ac = ml_collections.ConfigDict(dict(c.agent.to_dict(), attention=att))  # --config is locked
-  agent = rail_features.for_env(env, params, ac, centralised=mode == "mappo")
+  agent = rail_agent(env, params, ac, centralised=mode == "mappo")
   return ppo.make_learner(cfg, env, params, agent=agent), agent
 
 

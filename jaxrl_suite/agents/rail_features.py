@@ -77,7 +77,8 @@ class RailPricer(nn.Module):
 def make(num_actions: int, obs_shape, *, valid_col: int, type_col: int, self_col: int,
          embed_dim: int = 64, num_heads: int = 4, num_layers: int = 2, num_types: int = 17,
          attention: bool = True, centralised: bool = False) -> Agent:
-  """The agent for rows of [K, F] train tokens (columns from envs.rail.field_slice)."""
+  """The agent for rows of [K, F] train tokens. valid_col, type_col, self_col, num_types: the
+  token layout as plain ints (the env's `token_columns()`, passed in by the caller)."""
   k_ent, f = obs_shape
   net = RailPricer(num_actions, embed_dim, num_heads, num_layers, num_types, attention,
                    centralised)
@@ -119,13 +120,12 @@ def make(num_actions: int, obs_shape, *, valid_col: int, type_col: int, self_col
   return feed_forward(init, apply, net, single_agent_policy=False)._replace(policy=policy)
 
 
-def for_env(env, params, config, centralised: bool) -> Agent:
-  """The agent for a RailRM env from a config with fields attention, embed_dim, num_heads,
-  num_layers (configs/rail_pricing.py)."""
-  from jaxrl_suite.envs.rail import N_TYPES, field_slice
-  shape = env.observation_space(params).shape[1:]
-  return make(env.num_actions, shape, valid_col=field_slice("valid").start,
-              type_col=field_slice("rel_type").start, self_col=field_slice("relation").start,
+def from_config(num_actions: int, obs_shape, config, centralised: bool, *, valid_col: int,
+                type_col: int, self_col: int, num_types: int) -> Agent:
+  """`make` from a config with fields attention, embed_dim, num_heads, num_layers
+  (configs/rail_pricing.py). The token layout (columns, number of relation types) comes in as
+  plain ints from the caller (envs.rail.token_columns()): agents/ does not import envs/."""
+  return make(num_actions, obs_shape, valid_col=valid_col, type_col=type_col, self_col=self_col,
               embed_dim=config.embed_dim, num_heads=config.num_heads,
-              num_layers=config.num_layers, num_types=N_TYPES, attention=config.attention,
+              num_layers=config.num_layers, num_types=num_types, attention=config.attention,
               centralised=centralised)

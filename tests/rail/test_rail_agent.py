@@ -7,15 +7,15 @@ import ml_collections
 import numpy as np
 import pytest
 
-from jaxrl_suite.agents import rail_features
-from jaxrl_suite.envs.rail import make_rail
+from experiments.rail_pricing import rail_agent
+from jaxrl_suite.envs.rail import field_slice, make_rail
 
 ENV, P = make_rail("ecml", pad=9)
 
 
 def _agent(att, centralised=False):
   c = ml_collections.ConfigDict(dict(attention=att, embed_dim=16, num_heads=2, num_layers=1))
-  return rail_features.for_env(ENV, P, c, centralised)
+  return rail_agent(ENV, P, c, centralised)
 
 
 def _rows():
@@ -39,7 +39,6 @@ def test_relational_agent_is_invariant_to_permuting_other_trains():
 
 
 def _inputs(ag, rows):
-  from jaxrl_suite.envs.rail import field_slice
   tok = rows["obs"]
   return (tok, tok[..., field_slice("valid").start] > 0.5,
           tok[..., field_slice("rel_type").start].astype(jnp.int32),
@@ -51,7 +50,6 @@ def test_mlp_ablation_ignores_other_trains_tokens():
   rows = _rows()
   params = ag.init(jax.random.PRNGKey(0), rows)
   a = ag.module.apply(params, *_inputs(ag, rows))[0]
-  from jaxrl_suite.envs.rail import field_slice
   eye = np.eye(9, dtype=bool)[..., None]
   feat = np.arange(rows["obs"].shape[-1]) < field_slice("relation").start
   # change every feature of every other train's token (relations and validity stay consistent)
@@ -69,7 +67,7 @@ def test_trains_through_the_on_policy_learner(mode, att, action_mode):
   cfg.num_envs, cfg.num_steps, cfg.total_timesteps = 2, 12, 48
   cfg.update_epochs, cfg.num_minibatches, cfg.multi_agent = 1, 2, mode
   c = ml_collections.ConfigDict(dict(attention=att, embed_dim=16, num_heads=2, num_layers=1))
-  agent = rail_features.for_env(env, p, c, mode == "mappo")
+  agent = rail_agent(env, p, c, mode == "mappo")
   learner = ppo.make_learner(cfg, env, p, agent=agent)
   rs, met = jax.jit(learner.train)(jax.random.PRNGKey(0))
   assert np.all(np.isfinite(np.asarray(met["loss"])))
@@ -78,3 +76,16 @@ def test_trains_through_the_on_policy_learner(mode, att, action_mode):
   obs, _ = env.reset_env(jax.random.PRNGKey(3), p)
   act = agent.policy(rs.train_state.params, obs, jax.random.PRNGKey(4), greedy=True)
   assert act.shape == (9,) and int(act.min()) >= 0 and int(act.max()) < env.num_actions
+
+
+def test_rail_agent_modules_do_not_import_envs():
+  """Layering: agents/ gets the token layout as plain ints (envs.rail.token_columns), it never
+  imports envs/ (module-level or inside a function)."""
+  import ast
+  import inspect
+  from jaxrl_suite.agents import entities, rail_features
+  for mod in (rail_features, entities):
+    for node in ast.walk(ast.parse(inspect.getsource(mod))):
+      names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+               [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+      assert not any(n.startswith("jaxrl_suite.envs") for n in names), (mod.__name__, names)

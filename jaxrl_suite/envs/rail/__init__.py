@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from jaxrl_suite.envs.rail.env import (ACTION_MODES, N_TYPES, REWARD_MODES, EnvParams, EnvState, RailRM,
-                                       field_slice, own_features, params_from_instance, relations,
-                                       token_dim, token_fields)
+from jaxrl_suite.envs.rail.env import (ACTION_MODES, N_TYPES, REWARD_MODES, EnvParams, EnvState,
+                                       RailRM, field_slice, own_features, params_from_instance,
+                                       relations, token_columns, token_dim, token_fields)
 from jaxrl_suite.envs.rail.instance import INSTANCES
 
 
@@ -26,6 +26,6 @@ def make_rail(instance: Any = "ecml", action_mode: str = "bucket", pad: int | No
   return env, params_from_instance(inst, **overrides)
 
 
-__all__ = ["ACTION_MODES", "N_TYPES", "REWARD_MODES", "EnvParams", "EnvState", "RailRM", "field_slice",
-           "make_rail", "own_features", "params_from_instance", "relations", "token_dim",
-           "token_fields"]
+__all__ = ["ACTION_MODES", "N_TYPES", "REWARD_MODES", "EnvParams", "EnvState", "RailRM",
+           "field_slice", "make_rail", "own_features", "params_from_instance", "relations",
+           "token_columns", "token_dim", "token_fields"]

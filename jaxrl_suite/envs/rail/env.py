@@ -147,6 +147,15 @@ def field_slice(name: str) -> slice:
   raise KeyError(name)
 
 
+def token_columns() -> dict[str, int]:
+  """The token layout an agent needs, as plain ints (agents/ may not import envs/: the experiment
+  passes these to `agents.rail_features.make(..., **token_columns())`): the validity column, the
+  integer relation-type column, the first relation column (the `self` bit; the relation bits run
+  from it to the type column) and the number of relation types."""
+  return {"valid_col": field_slice("valid").start, "type_col": field_slice("rel_type").start,
+          "self_col": field_slice("relation").start, "num_types": N_TYPES}
+
+
 def own_features(obs: jax.Array) -> jax.Array:
   """[..., A, A, F] -> [..., A, F]: each train's own token (the MLP ablation's input)."""
   return jnp.diagonal(obs, axis1=-3, axis2=-2).swapaxes(-1, -2)
