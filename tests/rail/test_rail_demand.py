@@ -44,6 +44,24 @@ def test_poisson_sampler_mean_and_variance(lam):
   assert abs(x.var() / lam - 1) < 0.05
 
 
+def test_poisson_small_means_are_the_inverse_cdf_of_a_float64_reference():
+  """mean <= SMALL: count = #{k : CDF_k < u} for the sampler's own uniforms, against a float64
+  CDF; only draws with u within float32 rounding of a CDF value may differ."""
+  from scipy.special import gammaln
+  key = jax.random.PRNGKey(7)
+  mean = jnp.asarray(np.random.default_rng(0).uniform(0.0, demand.SMALL, 200_000), jnp.float32)
+  x = np.asarray(demand.poisson(key, mean))
+  u = np.asarray(jax.random.uniform(jax.random.split(key)[0], mean.shape), np.float64)
+  lam = np.asarray(mean, np.float64)[:, None]
+  k = np.arange(demand._N_TERMS)
+  cdf = np.cumsum(np.exp(-lam + k * np.log(lam) - gammaln(k + 1)), -1)
+  ref = (cdf < u[:, None]).sum(-1)
+  bad = x != ref
+  assert bad.mean() < 1e-4                        # a handful of boundary draws at most
+  gap = np.abs(cdf[bad, np.minimum(ref[bad], x[bad]).astype(int)] - u[bad])
+  assert np.all(gap < 1e-5)                       # and only where u sits on a CDF value (float32)
+
+
 def test_poisson_splitting_conserves_expected_demand():
   """Counts per alternative incl. the outside option: sum of means == lam, exactly and sampled."""
   rng = np.random.default_rng(2)

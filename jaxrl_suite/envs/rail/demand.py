@@ -71,6 +71,12 @@ def poisson(key: jax.Array, mean: jax.Array) -> jax.Array:
   mean <= SMALL: inverse CDF with _N_TERMS terms (exact up to < 1e-11); mean > SMALL:
   max(0, round(mean + sqrt(mean) z)) (normal approximation, mean and variance kept to O(1/mean)).
   jax.random.poisson's per-element rejection loops cost ~10x more inside the env's vmap.
+
+  The CDF is a running sum over the _N_TERMS pmf terms written out term by term (one fused
+  elementwise loop): XLA:CPU lowers jnp.cumsum to a reduce_window of width _N_TERMS, i.e.
+  _N_TERMS^2 / 2 adds per draw, which was 70% of the env step (experiments/bench_rail.py). The
+  float32 sums differ from that reduce_window's order in the last bit, so a draw whose u lies
+  within ~1e-7 of a CDF value can move by one (measured: 5 in 14.5M draws).
   """
   ku, kz = jax.random.split(key)
   u = jax.random.uniform(ku, mean.shape)
@@ -78,8 +84,12 @@ def poisson(key: jax.Array, mean: jax.Array) -> jax.Array:
   k = jnp.arange(_N_TERMS, dtype=jnp.float32)
   # pmf_k = exp(-lam) lam^k / k!, computed in log space; count = #{k : CDF_k < u}
   logp = -lam[..., None] + k * jnp.log(jnp.maximum(lam[..., None], 1e-30)) - jax.lax.lgamma(k + 1)
-  cdf = jnp.cumsum(jnp.exp(logp), -1)
-  small = jnp.sum(cdf < u[..., None], -1).astype(jnp.float32)
+  pmf = jnp.exp(logp)
+  cdf = jnp.zeros_like(u)
+  small = jnp.zeros_like(u)
+  for i in range(_N_TERMS):
+    cdf = cdf + pmf[..., i]
+    small = small + (cdf < u).astype(jnp.float32)
   small = jnp.where(mean > 0, small, 0.0)
   z = jax.random.normal(kz, mean.shape)
   large = jnp.maximum(jnp.round(mean + jnp.sqrt(jnp.maximum(mean, 0.0)) * z), 0.0)
