@@ -86,3 +86,32 @@ def test_plateau_test_separates_a_rising_from_a_flat_sweep():
   assert lo < expected < hi and hi - lo < 0.005               # a tight CI around it
   falling = base * (1 - 0.05 * np.log2(u / 12)) * noise        # more budget would not help
   assert rail_pricing._flattening(falling, u, c)["flattened"]
+
+
+def test_a_loss_is_contradicted_only_once_the_losers_sweep_has_flattened():
+  """The fair-chance gate on both loss verdicts: a rising sweep -> inconclusive, a flat one ->
+  contradicted (relational vs MLP, and RL vs the best tuned baseline)."""
+  import numpy as np
+  import configs.rail_pricing as cfg
+  from experiments import rail_pricing
+  c = cfg.get_config()
+  u = np.asarray(c.budget_updates, np.float64)
+  rng = np.random.default_rng(1)
+  base = 250e3 * (1 + 0.02 * rng.standard_normal((5, 1)))
+  noise = 1 + 0.002 * rng.standard_normal((5, u.size))
+  rising = rail_pricing._flattening(base * (1 + 0.05 * np.log2(u / 12)) * noise, u, c)
+  flat = rail_pricing._flattening(base * noise, u, c)
+  assert not rising["flattened"] and flat["flattened"]
+  loss, win, tie = (0.93, 0.97), (1.02, 1.06), (0.98, 1.03)
+  abl = rail_pricing.ablation_verdict
+  assert abl(loss, rising, flat)[0] == "inconclusive"           # relational still rising
+  assert "not flattened" in abl(loss, rising, flat)[1]
+  assert abl(loss, flat, rising)[0] == "contradicted"           # relational flat: a fair chance
+  assert abl(win, flat, rising)[0] == "inconclusive"            # the MLP had no fair chance
+  assert abl(win, rising, flat)[0] == "reproduced"
+  assert abl(tie, flat, flat)[0] == "inconclusive"
+  rm = rail_pricing.beats_rm_verdict
+  assert rm(loss, loss, rising)[0] == "inconclusive"
+  assert rm(loss, loss, flat)[0] == "contradicted"
+  assert rm(win, win, rising)[0] == "reproduced"
+  assert rm(win, loss, flat)[0] == "inconclusive"                # must win under the shift too
