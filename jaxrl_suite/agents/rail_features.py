@@ -83,26 +83,41 @@ def make(num_actions: int, obs_shape, *, valid_col: int, type_col: int, self_col
   net = RailPricer(num_actions, embed_dim, num_heads, num_layers, num_types, attention,
                    centralised)
 
+  rel_cols = np.zeros(f, bool)
+  rel_cols[self_col:type_col + 1] = True                                     # relation bits + type
+
+  def tokens(obs):
+    return obs["obs"].reshape(obs["obs"].shape[:-2] + (k_ent, f))
+
+  def full_tokens(obs, tok):
+    """Full-information tokens [B, K, F]: train j's own token from train j's observation
+    (private features included), with the relation columns of the row's own view."""
+    if "full" in obs:                                    # a compact rollout record (see `act`)
+      return obs["full"]
+    g = obs["global"].reshape(obs["global"].shape[:-1] + (k_ent, k_ent, f))
+    diag = jnp.diagonal(g, axis1=-3, axis2=-2).swapaxes(-1, -2)            # [B, K, F]
+    return jnp.where(rel_cols, tok, diag)
+
   def inputs(obs):
-    tok = obs["obs"].reshape(obs["obs"].shape[:-2] + (k_ent, f))
+    tok = tokens(obs)
     present = tok[..., valid_col] > 0.5
     types = jnp.clip(tok[..., type_col].astype(jnp.int32), 0, num_types - 1)
     self_w = tok[..., self_col]
     if not centralised:
       return tok, present, types, self_w
-    # full-information tokens: train j's own token from train j's observation (private features
-    # included), with the relation columns of the row's own view
-    g = obs["global"].reshape(obs["global"].shape[:-1] + (k_ent, k_ent, f))
-    diag = jnp.diagonal(g, axis1=-3, axis2=-2).swapaxes(-1, -2)            # [B, K, F]
-    rel_cols = np.zeros(f, bool)
-    rel_cols[self_col:type_col + 1] = True                                   # relation bits + type
-    full = jnp.where(rel_cols, tok, diag)
-    return tok, present, types, self_w, full, present
+    return tok, present, types, self_w, full_tokens(obs, tok), present
 
   apply = lambda p, obs: net.apply(p, *inputs(obs))
 
   def init(key, obs):
     return net.init(key, *inputs(obs))
+
+  def compact(obs):
+    """What the rollout stores for `evaluate`: the row's tokens [B, K, F] and, for MAPPO, its
+    full-information tokens [B, K, F] instead of every train's whole view [B, K * K * F] (9x
+    less to store and to shuffle into minibatches; the same inputs to the network)."""
+    tok = tokens(obs)
+    return {"obs": tok, "full": full_tokens(obs, tok)} if centralised else {"obs": tok}
 
   def policy(params, obs, key, mask=None, greedy: bool = False):
     """obs: one env's [N, K, F] tokens (leading axes allowed) -> actions [..., N]; the actor
@@ -116,8 +131,15 @@ def make(num_actions: int, obs_shape, *, valid_col: int, type_col: int, self_col
     logits = apply_action_mask(logits, mask)
     return jnp.argmax(logits, -1) if greedy else jax.random.categorical(key, logits)
 
-  # act / evaluate / value from the shared feed-forward helper; the policy reads [N, K, F] rows
-  return feed_forward(init, apply, net, single_agent_policy=False)._replace(policy=policy)
+  # act / evaluate / value from the shared feed-forward helper, with the compact record; the
+  # policy reads [N, K, F] rows
+  base = feed_forward(init, apply, net, single_agent_policy=False)
+
+  def act(params, carry, obs, done_prev, key, mask=None):
+    step = base.act(params, carry, obs, done_prev, key, mask)
+    return step._replace(record=compact(step.record))
+
+  return base._replace(act=act, policy=policy)
 
 
 def from_config(num_actions: int, obs_shape, config, centralised: bool, *, valid_col: int,
