@@ -16,6 +16,8 @@ every policy runs on the evaluation windows. JSQ without the cache shows what ca
 buys. Means over windows with the min and max (heuristics are deterministic given the window).
 
   python -m experiments.serving_cache [--table 400] [--window 128] [--loads 0.7,1.0]
+      [--model Llama-3.1-8B]   (default: the model that holds Mooncake's prompts; Llama-2-7B
+                                is the 4k-context run of earlier sessions)
 """
 
 from __future__ import annotations
@@ -33,27 +35,39 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_suite.envs.serving import evaluate, harness, heuristics, routing, traces
+from jaxrl_suite.envs.serving import cost_model, evaluate, harness, heuristics, routing, traces
 
 _TABLE = flags.DEFINE_integer("table", 400, "requests per replay")
 _WINDOW = flags.DEFINE_integer("window", 128, "engine window (requests in flight)")
 _LOADS = flags.DEFINE_list("loads", ["0.7", "1.0"], "fractions of the measured capacity")
 _N_TRAIN = flags.DEFINE_integer("n_train_windows", 3, "training windows (capacity, tuning)")
 _N_EVAL = flags.DEFINE_integer("n_eval_windows", 3, "evaluation windows")
+_MODEL = flags.DEFINE_string("model", cost_model.TRACE_MODELS["mooncake_conv"],
+                             "served model (cost_model.MODELS); the default holds Mooncake's "
+                             "prompts (Llama-3.1-8B, 128k context)")
 
 WARMUP = 0.1
 JSQ = {"thr": 2.0, "bal_abs": 0.0, "bal_rel": 1.5}   # share >= 2 never holds: plain JSQ
 KEYS = ("goodput", "slo_attainment", "cache_hit_rate", "ttft_p50", "ttft_p99", "rejected")
 
 
-def make_eval(tr: traces.Trace, k: int, window: int, cache: bool):
+def cluster_for(model: str) -> tuple[tuple[str, ...], int]:
+  """(GPU spec names, max_model_len) of the default cluster serving `model`: each GPU type's
+  spec for that model (cost_model.spec_for), the context capped at the smallest KV capacity
+  (every request must fit on every GPU the router may pick; an L4 holds ~52k tokens of
+  Llama-3.1-8B KV)."""
+  specs = [cost_model.spec_for(g, model) for g in routing.DEFAULT_CLUSTER]
+  return tuple(s.name for s in specs), min(cost_model.max_model_len_of(s) for s in specs)
+
+
+def make_eval(tr: traces.Trace, k: int, window: int, cache: bool, model: str):
   """f(knobs, starts, scale) -> list of per-window metric dicts, cache_aware policy (JSQ knobs
   make it plain JSQ); one compiled, window-vmapped program per (trace part, cache on/off)."""
-  cluster = routing.DEFAULT_CLUSTER
+  cluster, mml = cluster_for(model)
   eng = routing.engine_settings(cluster, "per_gpu", 0, 0, 0.2)
   env, p = routing.make_routing(table_size=k, trace=tr, train_frac=None, window=window,
                                 max_events=4096, cache_blocks="auto" if cache else None,
-                                pred_acc=0.8, **eng)
+                                pred_acc=0.8, cluster=cluster, max_model_len=mml, **eng)
   if not cache:    # same decisions as JSQ: the router never sees prefix features
     pol = heuristics.make_router("jsq", env.n_gpus)
   else:
@@ -93,8 +107,13 @@ def main(argv):
   train, test = mc.split(0.6)
   tr_starts = harness.window_starts(len(train), k, _N_TRAIN.value)
   ev_starts = harness.window_starts(len(test), k, _N_EVAL.value)
-  ev_train = make_eval(train, k, w, True)
-  ev_test, ev_test_nc = make_eval(test, k, w, True), make_eval(test, k, w, False)
+  model = _MODEL.value
+  cluster, mml = cluster_for(model)
+  print(f"model {model}: cluster {cluster}, max_model_len {mml}; clipping: "
+        + "; ".join(f"{n} {traces.clip_stats(t, mml)}" for n, t in (("train", train),
+                                                                   ("eval", test))), flush=True)
+  ev_train = make_eval(train, k, w, True, model)
+  ev_test, ev_test_nc = make_eval(test, k, w, True, model), make_eval(test, k, w, False, model)
 
   # 1. Capacity: largest rate scale 2^(i/4) at which JSQ with the cache meets the SLO for 90%.
   att = lambda i: min(m["slo_attainment"] for m in ev_train(JSQ, tr_starts, 2.0 ** (i / 4)))
@@ -125,7 +144,7 @@ def main(argv):
   print(f"\nMooncake conversation sample: train {len(train)} / eval {len(test)} requests; "
         f"replays of {k} requests, window {w}, warm-up {WARMUP:.0%} excluded; "
         f"{len(ev_starts)} evaluation windows (mean [min, max]); cache entries per GPU "
-        f"{routing.default_cache_blocks(routing.DEFAULT_CLUSTER)} (512-token blocks)")
+        f"{routing.default_cache_blocks(cluster)} (512-token blocks); model {model}")
   print(f"{'policy':40s} {'load':>5s} {'goodput r/s':>20s} {'SLO att.':>18s} "
         f"{'cache hit':>18s} {'TTFT p50':>8s} {'TTFT p99':>8s} {'rej':>6s}")
   fmt = lambda t, d=2: f"{t[0]:.{d}f} [{t[1]:.{d}f}, {t[2]:.{d}f}]"
