@@ -134,6 +134,9 @@ def unknown_field_message(field: str, known: Iterable[str], flag: str = "config"
   # initials of snake_case names ("learning_rate" -> "lr").
   initials = "".join(p[0] for p in field.split(".")[-1].split("_") if p)
   by_initials = [k for k in known if k.split(".")[-1] == initials]
+  # a field in the same sub-config first (ppo.learning_rate -> ppo.lr, not bc.lr)
+  parent = field.rpartition(".")[0]
+  by_initials.sort(key=lambda k: k.rpartition(".")[0] != parent)
   guess = by_initials[0] if by_initials else (near[0] if near else None)
   hint = f"; did you mean {guess}?" if guess else ""
   top = [k for k in known if "." not in k]
