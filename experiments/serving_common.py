@@ -276,7 +276,7 @@ def bc_warm_params(mod, acfg, env, params, teacher, seeds: Sequence[int], bcfg):
 def budget_gain(table, name: str, prev: str, ld, metric: str = "goodput"):
   """Gain of the last budget checkpoint over the one before (paired cells, two-way bootstrap
   over seeds x windows): (mean, lo, hi) of metric(last) - metric(prev)."""
-  return harness.crossed_ci(table[(name, ld)].grid(metric) - table[(prev, ld)].grid(metric))
+  return stats.crossed_ci(table[(name, ld)].grid(metric) - table[(prev, ld)].grid(metric))
 
 
 def with_modes(c, learned: dict[str, Any]) -> dict[str, Any]:
@@ -359,11 +359,11 @@ def evaluate_table(ev: harness.Evaluator, tuned: dict, families: Sequence[str],
 
 def paired_ratio(table, a: str, b: str, ld, metric: str = "goodput"):
   """(ratio, lo, hi) of a's mean metric over b's, paired by (seed, window) with the two-way
-  bootstrap over seeds and windows (`harness.crossed_ratio_ci`) when the table keeps its cells;
+  bootstrap over seeds and windows (`stats.crossed_ratio_ci`) when the table keeps its cells;
   else paired over seeds."""
   ta, tb = table[(a, ld)], table[(b, ld)]
   if isinstance(ta, harness.Cells) and isinstance(tb, harness.Cells):
-    return harness.crossed_ratio_ci(ta.grid(metric), tb.grid(metric))
+    return stats.crossed_ratio_ci(ta.grid(metric), tb.grid(metric))
   x = np.array([m[metric] for m in ta])
   y = np.array([m[metric] for m in tb])
   return stats.paired_ratio_ci(x, y)

@@ -76,16 +76,3 @@ def test_trains_through_the_on_policy_learner(mode, att, action_mode):
   obs, _ = env.reset_env(jax.random.PRNGKey(3), p)
   act = agent.policy(rs.train_state.params, obs, jax.random.PRNGKey(4), greedy=True)
   assert act.shape == (9,) and int(act.min()) >= 0 and int(act.max()) < env.num_actions
-
-
-def test_rail_agent_modules_do_not_import_envs():
-  """Layering: agents/ gets the token layout as plain ints (envs.rail.token_columns), it never
-  imports envs/ (module-level or inside a function)."""
-  import ast
-  import inspect
-  from jaxrl_suite.agents import entities, rail_features
-  for mod in (rail_features, entities):
-    for node in ast.walk(ast.parse(inspect.getsource(mod))):
-      names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-               [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-      assert not any(n.startswith("jaxrl_suite.envs") for n in names), (mod.__name__, names)

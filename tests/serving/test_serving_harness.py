@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxrl_suite.core import stats
 from jaxrl_suite.envs.serving import (batching, evaluate, harness, heuristics, make_batching,
                                       make_routing, traces)
 
@@ -111,16 +112,16 @@ def test_cis_count_windows_and_seeds():
   numpy resampling with the same draws."""
   w = np.array([1.0, 2.0, 4.0, 3.0])
   x = np.tile(w, (5, 1))                                    # 5 seeds, 4 windows
-  m, lo, hi = harness.crossed_ci(x)
+  m, lo, hi = stats.crossed_ci(x)
   assert m == pytest.approx(2.5) and lo < m < hi and hi - lo > 0.5
-  assert harness.crossed_ci(np.full((3, 4), 7.0)) == (7.0, 7.0, 7.0)
-  r = harness.crossed_ratio_ci(2 * x + 0 * np.arange(5)[:, None], x)
+  assert stats.crossed_ci(np.full((3, 4), 7.0)) == (7.0, 7.0, 7.0)
+  r = stats.crossed_ratio_ci(2 * x + 0 * np.arange(5)[:, None], x)
   np.testing.assert_allclose(r, (2.0, 2.0, 2.0), rtol=1e-12)
   rng = np.random.default_rng(0)
   y = rng.normal(size=(4, 3))
-  si, wi = harness._crossed_draws(4, 3, 500, 1)
+  si, wi = stats._crossed_draws(4, 3, 500, 1)
   ref = np.array([y[s][:, v].mean() for s, v in zip(si, wi)])
-  got = harness.crossed_ci(y, n_boot=500, seed=1)
+  got = stats.crossed_ci(y, n_boot=500, seed=1)
   np.testing.assert_allclose(got[1:], np.percentile(ref, [2.5, 97.5]), rtol=1e-12)
   # Cells: per-seed means for old callers, the grid for the CI
   cells = harness.Cells([[{"goodput": v} for v in w] for _ in range(5)])
