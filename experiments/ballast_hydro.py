@@ -466,17 +466,19 @@ def _diagnosis(c, diag, scores, evals, flattening):
   return table, claims
 
 
+def _unmet(flattening, var: str) -> list[str]:
+  """The fair-chance conditions `var` does not meet: its budget sweep must have flattened."""
+  return [] if flattening.get(var, {}).get("flattened", False) else [
+      f"{var}'s budget sweep has not flattened"]
+
+
 def _loss_verdict(flattening, var: str) -> str:
-  """RL losing is "contradicted" only once its budget sweep has flattened (a fair chance);
-  before that the loss is "inconclusive"."""
-  return "contradicted" if flattening.get(var, {}).get("flattened", False) else "inconclusive"
+  """RL losing is "contradicted" only once its budget sweep has flattened (results.loss_verdict)."""
+  return results.loss_verdict(_unmet(flattening, var))[0]
 
 
 def _fair_chance_note(flattening, var: str) -> str:
-  if flattening.get(var, {}).get("flattened", False):
-    return ""
-  return (f"{var}'s budget sweep has not flattened, so a loss is not yet a contradiction "
-          "(RL without a fair chance)")
+  return results.loss_verdict(_unmet(flattening, var))[1]
 
 
 def _flattening(sweep, c) -> dict:

@@ -482,11 +482,9 @@ def beats_rm_verdict(ci, ci_shift, flat: dict) -> tuple[str, str]:
   (lo, hi), (los, _) = ci, ci_shift
   if lo > 1 and los > 1:
     return "reproduced", "RL's revenue is above the best tuned baseline in both scenarios"
-  if hi < 1 and flat["flattened"]:
-    return "contradicted", "RL loses and its budget sweep has flattened (a fair chance)"
   if hi < 1:
-    return "inconclusive", ("RL loses, but its budget sweep has not flattened (no fair chance "
-                            "yet: more budget might close the gap)")
+    return results.loss_verdict([] if flat["flattened"] else [
+        "its budget sweep has not flattened (more budget might close the gap)"])
   return "inconclusive", "the revenue ratio's CI includes 1"
 
 
@@ -499,10 +497,8 @@ def ablation_verdict(ci, rel_flat: dict, mlp_flat: dict) -> tuple[str, str]:
   otherwise "inconclusive", with the reason."""
   lo, hi = ci
   if hi < 1:
-    if rel_flat["flattened"]:
-      return "contradicted", "the MLP wins and the relational sweep has flattened"
-    return "inconclusive", ("the MLP wins at this budget, but the relational sweep has not "
-                            "flattened (the relational agent had no fair chance yet)")
+    return results.loss_verdict([] if rel_flat["flattened"] else [
+        "the MLP wins at this budget, but the relational sweep has not flattened"])
   if lo > 1:
     if mlp_flat["flattened"]:
       return "reproduced", "the relational agent wins and the MLP sweep has flattened"

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from experiments import cli
 from jaxrl_suite.algos import behaviour_cloning, ppo, reinforce
-from jaxrl_suite.core import stats
+from jaxrl_suite.core import results, stats
 from jaxrl_suite.core.networks import ActorCritic
 from jaxrl_suite.envs.serving import harness, heuristics, traces, workload
 
@@ -412,9 +412,7 @@ def rl_loss_verdict(r, gain, entity_obs: bool) -> tuple[str, str]:
              if gain[1] > 0 else [])
   if not entity_obs:
     missing.append("observation tied to the cluster's GPU count, not a set of GPU entities")
-  if missing:
-    return "inconclusive", "RL without a fair chance: " + "; ".join(missing)
-  return "contradicted", ""
+  return results.loss_verdict(missing)
 
 
 # ------------------------------------------------------------------------------ report

@@ -179,6 +179,17 @@ _NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)\s*[%x]?"
 _INTERVAL = re.compile(r"\[\s*" + _NUM + r"\s*,\s*" + _NUM + r"\s*\]")
 
 
+def loss_verdict(unmet: Sequence[str]) -> tuple[str, str]:
+  """(verdict, reason) for a claimed method that LOST: "contradicted" only when it had a fair
+  chance, i.e. no fair-chance condition is `unmet` (each reproduction decides its conditions: a
+  budget sweep that has flattened, memory where the state is hidden, a policy that fits the
+  structure); otherwise "inconclusive", with every unmet condition as the reason."""
+  unmet = [u for u in unmet if u]
+  if unmet:
+    return "inconclusive", "RL without a fair chance: " + "; ".join(unmet)
+  return "contradicted", ""
+
+
 def _ci_shown(ours: str, ci: Sequence[float]) -> bool:
   """Whether the `ours` text already prints `ci` as a bracketed interval "[lo, hi]" (both ends
   equal to it up to 3-significant-figure rounding), so the table does not print it twice."""
