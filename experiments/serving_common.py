@@ -128,12 +128,8 @@ def padded_length(*params, bucket: int = 4096) -> int:
 
 def clip_stats(tr: traces.Trace, max_model_len: int = 4096, max_output: int = 2048
                ) -> dict[str, float]:
-  """How much `Trace.clipped` (the model's 4096-token context) changes a trace."""
-  cl = tr.clipped(max_model_len, max_output)
-  changed = (cl.prompt != tr.prompt) | (cl.output != tr.output)
-  return {"requests": len(tr), "clipped_share": float(changed.mean()),
-          "prompt_tokens_removed_share": float(1 - cl.prompt.sum() / max(tr.prompt.sum(), 1)),
-          "output_tokens_removed_share": float(1 - cl.output.sum() / max(tr.output.sum(), 1))}
+  """`traces.clip_stats` for the routing study's model (Llama-2-7B, a 4096-token context)."""
+  return traces.clip_stats(tr, max_model_len, max_output)
 
 
 def clip_line(stats_: dict[str, dict[str, float]]) -> str:
