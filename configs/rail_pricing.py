@@ -45,13 +45,14 @@ def get_config(arg=None):
   # constant-lr run. Measured cost of one update, 5 seeds vmapped (05:23 UTC, load ~3 on 2
   # cores): mappo_mlp 0.83 s, ippo_mlp 0.56 s, mappo_rel 4.5 s, ippo_rel 2.2-2.4 s, mostly the
   # rollout. The MLP variants run to the full budget (192 updates = 36,864 env steps = 3,072
-  # episodes per seed); the relational ones stop at rel_max_updates (cost: ~13 quiet CPU-min for
-  # the three to 96, twice that to 192; the whole run is sized to ~30 quiet CPU-min). The main
+  # episodes per seed); the relational ones too (rel_max_updates: ~13 quiet CPU-min for the three
+  # to 96, twice that to 192; the first full runs stopped them at 96, where their sweep was still
+  # rising, so a relational loss there could not count). The main
   # comparison uses every variant's policy at main_updates (the same budget for all), which the
   # sweep must show is on the flat part (flattening test below).
   c.budget_updates = (12, 24, 48, 96, 192)
   c.main_updates = 96
-  c.rel_max_updates = 96
+  c.rel_max_updates = 192
   # Plateau test: per seed, the OLS slope of revenue (relative to that seed's mean over the
   # points) against log2(updates), over the sweep points from main_updates / 4 on; flattened
   # when the upper 95% CI of the slope over seeds is below flat_tol: one more doubling of the

@@ -531,8 +531,9 @@ def _markdown(c, el, tuned, rl_meta, table, rec, nash_lv, mono_lv, nash_conv, ti
            f"{c.n_seeds} seeds (RL training seeds = held-out evaluation groups of "
            f"{c.eval_episodes} episodes each). RL compared at {c.main_updates} updates = "
            f"{c.main_updates * c.rl.num_envs * c.rl.num_steps:,} env steps per seed "
-           f"({c.main_updates * c.rl.num_envs:,} episodes; the sweep runs the MLP variants to "
-           f"{c.budget_updates[-1]} updates); every baseline family tuned on "
+           f"({c.main_updates * c.rl.num_envs:,} episodes; the sweep runs "
+           f"{'every variant' if c.rel_max_updates >= c.budget_updates[-1] else 'the MLP variants'}"
+           f" to {c.budget_updates[-1]} updates); every baseline family tuned on "
            f"{c.tune_episodes} x 8 = {c.tune_episodes * 8:,} episodes.", ""]
   lines += ["## Calibration", "", "| segment | target | measured (rollouts) | UK range |",
             "|---|---|---|---|"]
@@ -562,8 +563,11 @@ def _markdown(c, el, tuned, rl_meta, table, rec, nash_lv, mono_lv, nash_conv, ti
             f"One run per seed at a constant learning rate, scored at each budget on the "
             f"{c.tune_episodes} tuning episodes (the first b updates of the run are a run of "
             f"budget b; one update = {c.rl.num_envs * c.rl.num_steps} env steps = "
-            f"{c.rl.num_envs} episodes). MLP variants run to {all_u[-1]} updates, relational "
-            f"ones to {c.rel_max_updates} (cost). Every variant is compared at "
+            f"{c.rl.num_envs} episodes). "
+            + (f"Every variant runs to {all_u[-1]} updates. " if c.rel_max_updates >= all_u[-1]
+               else f"MLP variants run to {all_u[-1]} updates, relational ones to "
+                    f"{c.rel_max_updates} (cost). ")
+            + f"Every variant is compared at "
             f"{c.main_updates} updates. Best tuned baseline on the same episodes: {best_b} "
             f"{best_b_rev / 1e3:.1f}k. Plateau test: per-seed OLS slope of relative revenue "
             f"against log2(updates) from {c.main_updates / 4:g} updates on; flat when its 95% "
