@@ -36,7 +36,9 @@ def test_quick_end_to_end(tmp_path):
   for r in runs.values():
     for k in ("f1", "precision", "recall", "claims", "length", "sqrt_kl"):
       assert r["curves"][k].shape == (config.num_seeds, n_eval)
-    assert np.all(r["curves"]["sqrt_kl"][:, 0] < 1e-3)   # evaluated at the start
+    # evaluated at the start, policy == reference: KL is float32 rounding between the sampler's
+    # incremental log-probs and the full-sequence pass (~1e-6), which sqrt magnifies to ~1e-3
+    assert np.all(r["curves"]["sqrt_kl"][:, 0] < 1e-2)
     assert np.all((r["curves"]["f1"] >= 0) & (r["curves"]["f1"] <= 1))
   # every run starts from the same captioner, scenes and eval keys: identical step-0 metrics
   f0 = [r["curves"]["f1"][:, 0] for r in runs.values()]
