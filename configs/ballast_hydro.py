@@ -30,15 +30,26 @@ def get_config(arg=None):
   c.train_bank = 128                 # episodes per training layout bank
   c.eval_episodes = 256              # per evaluation layout (its own bank, seed 1)
   c.sweep_episodes = 64              # per held-out layout at each budget checkpoint
+  # ... and at each variant's last two checkpoints (the last doubling, whose paired change is
+  # the flattening test): the 1efacac run's last doubling, on 64 x 3 episodes x 3 seeds, had a
+  # CI 12.8 steps wide (-2.09 [-8.05, +4.72]), too wide to show a flat curve even where one is
+  # flat (rl_gru_resid, +0.02 [-1.37, +1.37], failed the -1 step bound); every evaluation
+  # episode (256) quarters the episode part of the variance for ~1 min of extra scoring.
+  c.sweep_episodes_last = 256
   c.variants = VARIANTS
   # Budget sweep: checkpoints (in PPO updates) of one constant-lr run; the last is the budget.
   # Flattened = the last doubling's change in held-out decision steps has a CI inside
   # +/- flat_tol steps (or is not an improvement).
-  # The c5c7f5c run stopped at 80 updates (3 seeds x 2,048 env steps each) and its last doubling
-  # (40 -> 80) had not flattened, so rl_gru now runs to 160 (983,040 env steps per seed); the
-  # residual ablation stays at 80 (`resid_max_updates`) to keep the full run ~30 CPU-minutes.
-  c.budget_updates = (10, 20, 40, 80, 160)
-  c.resid_max_updates = 80           # rl_gru_resid's budget: its sweep stops at this checkpoint
+  # The c5c7f5c run stopped at 80 updates and its last doubling (40 -> 80) had not flattened;
+  # the 1efacac run went to 160 (983,040 env steps per seed) and its last doubling had not
+  # either (-2.09 [-8.05, +4.72] steps), so rl_gru now runs to 320 (1,966,080 env steps per
+  # seed). Time: 1efacac took 3,755 s wall on the shared 2-core box (banks 384 s, rl_gru 2,228 s
+  # for 160 updates, rl_gru_resid 848 s for 80, scoring 269 s); rl_gru at 320 alone is ~4,500 s,
+  # so the residual ablation stops at 40 updates (`resid_max_updates`, ~430 s instead of 848 s):
+  # its sweep was flat at 40.0-40.4 steps from 10 to 80 updates (changes +0.33, -0.39, +0.02),
+  # and the full run must fit in ~95 minutes (~5,700 s estimated).
+  c.budget_updates = (10, 20, 40, 80, 160, 320)
+  c.resid_max_updates = 40           # rl_gru_resid's budget: its sweep stops at this checkpoint
   c.chunk_updates = 5                # updates per layout before switching to the next one
   c.flat_tol = 1.0
   # Reward units: an episode return is ~-20..+10 at the env's scale; PPO's value clip (0.2 per
@@ -62,6 +73,7 @@ def get_config(arg=None):
     c.train_bank = 32
     c.eval_episodes = 16
     c.sweep_episodes = 16
+    c.sweep_episodes_last = 16
     c.budget_updates = (1, 2)
     c.resid_max_updates = 1
     c.chunk_updates = 1
@@ -80,7 +92,8 @@ def validate(c) -> None:
   """Raises ValueError naming the first bad field."""
   from configs import checks
   checks.positive_ints(c, ("n_seeds", "n_train", "n_heldout", "max_routes", "train_bank",
-                           "eval_episodes", "sweep_episodes", "chunk_updates", "n_boot"))
+                           "eval_episodes", "sweep_episodes", "sweep_episodes_last",
+                           "chunk_updates", "n_boot"))
   checks.positive_ints(c.ppo, ("num_envs", "num_steps", "update_epochs", "num_minibatches"),
                        prefix="ppo")
   checks.positive_ints(c.agent, ("hidden", "gru", "slots"), prefix="agent")

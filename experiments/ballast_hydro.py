@@ -12,7 +12,8 @@
    without the replanner residual (rl_gru) and with it (rl_gru_resid, the ablation), cycling
    through the training layouts `chunk_updates` PPO updates at a time, lr constant; at every
    `budget_updates` checkpoint the greedy policy is scored on `sweep_episodes` held-out
-   episodes per held-out layout (the budget sweep; rl_gru_resid stops at `resid_max_updates`).
+   episodes per held-out layout (`sweep_episodes_last` at a variant's last two checkpoints,
+   whose paired difference is the flattening test) (the budget sweep; rl_gru_resid stops at `resid_max_updates`).
    The agent's diagnosis head is trained by the learner's auxiliary loss on the true clog mask
    (weight `ppo.aux_coef`).
 4. Final scoring on every evaluation bank with paired (bank index, key): oracle (true clogs),
@@ -157,7 +158,8 @@ def train_variant(c, env, trainer, train_tabs, sweep_fn, name: str, key, log,
   state = init(keys, train_tabs[0])
   sweep, done, i = [], 0, 0
   curve = []
-  for b in (budgets or c.budget_updates):
+  budgets = list(budgets or c.budget_updates)
+  for bi, b in enumerate(budgets):
     while done < b:
       tabs = train_tabs[i % len(train_tabs)]
       keys = jax.vmap(lambda k: jax.random.fold_in(k, i))(keys)
@@ -167,7 +169,9 @@ def train_variant(c, env, trainer, train_tabs, sweep_fn, name: str, key, log,
                              "episode_return", "entropy", "approx_kl", "aux_loss")})
       done += c.chunk_updates
       i += 1
-    sweep.append({"updates": b, **sweep_fn(state.params)})
+    # the last two checkpoints (the last doubling, the flattening test) on more episodes
+    n_ep = c.sweep_episodes_last if bi >= len(budgets) - 2 else c.sweep_episodes
+    sweep.append({"updates": b, **sweep_fn(state.params, n_ep)})
     log(f"{name}: {b} updates, held-out steps_eff "
         f"{np.mean(sweep[-1]['steps_eff']):.2f} success {np.mean(sweep[-1]['success']):.3f}")
   return state.params, sweep, curve
@@ -215,18 +219,20 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
   ep_keys = {n: jax.random.split(jax.random.fold_in(key, 7 + j), c.eval_episodes)
              for j, n in enumerate(evals)}
   held_names = [l["name"] for l in held_lays]
-  n_sw = min(c.sweep_episodes, c.eval_episodes)
 
   def sweep_fn_for(resid: bool):
-    def fn(params):
+    def fn(params, n_ep):
+      """Greedy held-out metrics [S, L, n] on the first n of each held-out layout's paired
+      evaluation episodes (the same episodes at every checkpoint: differences are paired)."""
+      n_sw = min(n_ep, c.eval_episodes)
       outs = []
       for n in held_names:
         p = evals[n][2]
         out = ev_rl_seeds(p, (params, A.make_tables(p, resid, api)), jnp.arange(n_sw),
                           ep_keys[n][:n_sw])
         outs.append(_metrics(jax.device_get(out), max_steps, dt_h))
-      return {k: np.concatenate([o[k] for o in outs], -1) for k in ("steps_eff", "success",
-                                                                    "violated")}
+      return {k: np.stack([o[k] for o in outs], 1) for k in ("steps_eff", "success",
+                                                             "violated")}
     return fn
 
   # ---- RL training (one program for every layout and both variants)
@@ -298,8 +304,9 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
                   "shipped": list(c.shipped), "sizes": sizes},
       "bank_reports": bank_reports, "table": table, "comparisons": comparisons,
       "heel_aware_comparator": {n: scores[n]["_heel_aware_is"] for n in scores},
-      "sweep": {v: [{"updates": s["updates"], **{k: float(np.mean(s[k])) for k in
-                                                  ("steps_eff", "success", "violated")}}
+      "sweep": {v: [{"updates": s["updates"], "episodes": int(np.shape(s["steps_eff"])[-1]
+                                                             * len(held_names)),
+                     **{k: float(np.mean(s[k])) for k in ("steps_eff", "success", "violated")}}
                     for s in sweeps[v]] for v in sweeps},
       "flattening": flattening, "training_curves": curves, "timings": timings,
       "decision_step_h": dt_h, "max_steps": max_steps,
@@ -481,14 +488,25 @@ def _fair_chance_note(flattening, var: str) -> str:
   return results.loss_verdict(_unmet(flattening, var))[1]
 
 
+def _paired_delta(a, b) -> np.ndarray:
+  """b - a [S, L * n] on the episodes both checkpoints scored: a, b are [S, L, n_a] / [S, L,
+  n_b] (seeds x held-out layouts x the first n paired episodes of each layout; [S, N] is read
+  as one layout), n = min(n_a, n_b)."""
+  a, b = (np.asarray(x, np.float64) for x in (a, b))
+  a, b = (x[:, None] if x.ndim == 2 else x for x in (a, b))
+  n = min(a.shape[-1], b.shape[-1])
+  d = b[..., :n] - a[..., :n]
+  return d.reshape(d.shape[0], -1)
+
+
 def _flattening(sweep, c) -> dict:
   """Change in held-out steps_eff per budget doubling (seeds x episodes bootstrap), and
   whether the last one is flat (CI within +/- flat_tol, or no improvement beyond flat_tol)."""
   steps = []
   for a, b in zip(sweep[:-1], sweep[1:]):
-    d = b["steps_eff"] - a["steps_eff"]
-    m, lo, hi = rl_stat_ci(d, c.n_boot)
-    steps.append({"from": a["updates"], "to": b["updates"], "delta_steps": [m, lo, hi]})
+    m, lo, hi = rl_stat_ci(_paired_delta(a["steps_eff"], b["steps_eff"]), c.n_boot)
+    steps.append({"from": a["updates"], "to": b["updates"], "delta_steps": [m, lo, hi],
+                  "episodes": int(_paired_delta(a["steps_eff"], b["steps_eff"]).shape[-1])})
   if not steps:
     return {"steps": [], "flattened": False}
   last = steps[-1]["delta_steps"]
@@ -549,16 +567,19 @@ def _markdown(c, payload, table, comparisons) -> str:
                      f"{_fmt(st['energy_kwh'])} |")
     lines.append("")
   lines += ["## Budget sweep (held-out layouts, greedy policy)", "",
-            "| variant | updates | steps_eff | success | heel limit crossed |", "|---|---|---|---|---|"]
+            "| variant | updates | episodes | steps_eff | success | heel limit crossed |",
+            "|---|---|---|---|---|---|"]
   for var, sw in payload["sweep"].items():
     for s in sw:
-      lines.append(f"| {var} | {s['updates']} | {s['steps_eff']:.2f} | {s['success']:.3f} | "
-                   f"{s['violated']:.3f} |")
-  lines += ["", "Change per doubling (held-out steps_eff, 95% CI over seeds x episodes):", ""]
+      lines.append(f"| {var} | {s['updates']} | {s.get('episodes', '-')} | "
+                   f"{s['steps_eff']:.2f} | {s['success']:.3f} | {s['violated']:.3f} |")
+  lines += ["", "Change per doubling (held-out steps_eff, 95% CI over seeds x episodes, on the "
+            "episodes both checkpoints scored):", ""]
   for var, f in payload["flattening"].items():
     for s in f["steps"]:
       m, lo, hi = s["delta_steps"]
-      lines.append(f"- {var} {s['from']} -> {s['to']}: {m:+.2f} [{lo:+.2f}, {hi:+.2f}]")
+      lines.append(f"- {var} {s['from']} -> {s['to']}: {m:+.2f} [{lo:+.2f}, {hi:+.2f}] "
+                   f"({s.get('episodes', '-')} episodes x {c.n_seeds} seeds)")
     lines.append(f"- {var} flattened: {f['flattened']}")
   lines += ["", "Reductions in steps_eff (1 - RL / baseline, >=1 blocked):", ""]
   for group, comp in comparisons.items():
@@ -601,7 +622,8 @@ def _plot(table, sweeps, diag_table, path, c):
   ax = axes[len(groups)]
   for var, sw in sweeps.items():
     plotting.errorbar_ci(ax, [s["updates"] for s in sw],
-                         [rl_stat_ci(s["steps_eff"], min(c.n_boot, 500)) for s in sw],
+                         [rl_stat_ci(np.reshape(s["steps_eff"], (c.n_seeds, -1)),
+                                     min(c.n_boot, 500)) for s in sw],
                          marker="o", label=var)
   ax.set_xscale("log", base=2)
   ax.set_xlabel("PPO updates")
