@@ -42,6 +42,11 @@ def get_config(arg=None):
   c.capacity_lo = -16
   c.capacity_hi = 16
   c.n_capacity_windows = 3
+  # Per-replay rate: True = every window of eval_table (train_table) requests is rescaled to
+  # offer the same mean rate, scale x the training part's rate (workload.py: Azure code's
+  # 512-request windows otherwise span 0.7x to 6.3x the trace's mean rate, and the capacity was
+  # set by the burstiest training window); False = arrivals as recorded, divided by the scale.
+  c.rate_per_window = False
   for a in (c.ppo, c.reinforce):
     a.total_timesteps = 512           # static mode (full mode: below)
   c.continuous_timesteps = 512        # continuous mode (full mode: below)
@@ -60,6 +65,7 @@ def get_config(arg=None):
     c.window = 128
     c.warmup_frac = 0.1
     c.capacity = "slo"
+    c.rate_per_window = True
     c.loads = (0.5, 0.7, 0.9, 1.1)
     # episode step caps (a bound, not a cost): Mooncake's 192 requests at half its capacity
     # span ~1,000 s, 4,000 decisions of 0.25 s

@@ -77,7 +77,8 @@ def capacity(c, mode, ev, grids, template, p_train, starts, key, slo, train_tr):
       return cap, scale, (f"SLO capacity: largest rate 2^(i/4) x the trace rate at which the best "
                           f"tuned {mode} heuristic ({who}) meets the SLO for "
                           f"{float(c.capacity_target):.0%} of requests on {len(starts)} training "
-                          "replays")
+                          "replays" + (" (each replay offering that mean rate)"
+                                       if c.rate_per_window else ""))
     why = (f"no tuned {mode} heuristic meets the SLO for {float(c.capacity_target):.0%} of "
            f"requests even at {cap:.3f} req/s (2^({lo}/4) x the trace rate), so ")
   sat = ([harness.with_net(heuristics.static_params("idle_only", {"b_idx": i}), template)
@@ -97,6 +98,10 @@ def run_mode(c, mode, trace, train_tr, test_tr, workdir, seeds, reuse=False):
   kw = dict(gpu=c.gpu, model=model, max_model_len=mml, train_frac=None,
             max_batched_tokens=c.max_batched_tokens, pred_acc=c.pred_acc, slo_ttft=c.slo_ttft,
             slo_tpot=c.slo_tpot, wait_dt=c.wait_dt, decision_dt=c.decision_dt)
+  if c.rate_per_window:
+    # every replay (train and evaluation part) offers the mean rate scale x the training part's
+    # rate, so capacity and loads are in the req/s the replays offer (workload.py)
+    kw.update(rate_per_window=True, rate_ref=float(train_tr.rate))
   if mode == "continuous":
     kw.update(max_events=c.max_events, window=common.window_of(c))
   env_e, p_train, p_test, key, tune_starts, test_starts = common.eval_setup(
@@ -299,7 +304,10 @@ def _markdown(c, out, summary, ratios, clip):
   w = common.window_of(c)
   protocol = (f"steady-state replays of {c.eval_table} consecutive requests (continuous mode: "
               f"an engine window of {w} requests in flight), the first {c.warmup_frac:.0%} "
-              "excluded from the metrics" if w or c.warmup_frac > 0 else
+              "excluded from the metrics"
+              + (", each replay rescaled to offer the same mean rate (load x capacity; the "
+                 "trace's burst shape inside it kept)" if c.rate_per_window else "")
+              if w or c.warmup_frac > 0 else
               f"windows of {c.eval_table} requests arriving at an empty GPU")
   lines = [
       f"One GPU ({c.gpu.split('-')[0]}), SLO TTFT <= {c.slo_ttft} s (per trace where set: "

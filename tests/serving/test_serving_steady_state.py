@@ -141,3 +141,32 @@ def test_prefix_cache_evicts_least_recently_used():
     assert sorted(np.asarray(eng.c_hash[0]).tolist()) == sorted(gpu.c_hash)
   # after D (t=4) evicted B (last used 1; A was refreshed at 3), E F (t=5) evict C then A
   assert sorted(gpu.c_hash) == [13, 14, 15]
+
+
+def test_replays_offer_the_same_mean_rate_per_window():
+  """Regression (serving_batching at f2e09ec): Azure code's 512-request windows span 0.7x to
+  6.3x the trace's mean rate, so one rate scale offered very different loads per replay and
+  the SLO capacity was set by the burstiest training window (0.39 req/s while calmer windows
+  met the SLO at 1.6x that). With rate_per_window every replay offers scale x rate_ref."""
+  from jaxrl_suite.envs.serving import batching, workload
+  tr = traces.load_shipped("azure_code").split(0.6)[0]
+  k, ref, scale = 512, 3.0, 0.25
+  starts = np.array([0, 1219, 1519, 2029, len(tr) - k])
+  raw = np.array([(k - 1) / (tr.arrival[s + k - 1] - tr.arrival[s]) for s in starts])
+  assert raw.max() / raw.min() > 5          # the trace really is that bursty
+  _, p = batching.make_batching("static", table_size=k, trace=tr, train_frac=None,
+                                rate_per_window=True, rate_ref=ref)
+  _, p_raw = batching.make_batching("static", table_size=k, trace=tr, train_frac=None)
+  assert p_raw.trace.norm is None
+  for s, lam in zip(starts, raw):
+    key = jax.random.PRNGKey(0)
+    req = workload.sample_requests(key, p.trace, k, scale, int(s), 1.0)
+    np.testing.assert_allclose(float(workload.window_rate(req)), scale * ref, rtol=1e-5)
+    r0 = workload.sample_requests(key, p_raw.trace, k, scale, int(s), 1.0)
+    np.testing.assert_allclose(float(workload.window_rate(r0)), scale * lam, rtol=1e-5)
+    # same requests, same order, arrivals only stretched: the burst shape is kept
+    np.testing.assert_array_equal(np.asarray(req.prompt), np.asarray(r0.prompt))
+    np.testing.assert_allclose(np.asarray(req.arrival) * ref, np.asarray(r0.arrival) * lam,
+                               rtol=1e-4, atol=1e-6)
+  with pytest.raises(ValueError, match="rate_window"):
+    workload.window_rate_norm(tr.arrival, len(tr) + 1, ref)

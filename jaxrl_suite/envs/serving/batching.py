@@ -265,10 +265,13 @@ def default_params(mode: str = "static", gpu: str = "A100-7B",
                    trace: str | traces.Trace = "azure_conv", train_frac: float | None = 0.6,
                    part: str = "early", max_batched_tokens: int = 2048,
                    max_model_len: int | None = None, levels: Sequence[int] | None = None,
-                   model: str = cost_model.LLAMA2_7B.name, **overrides: Any) -> EnvParams:
+                   model: str = cost_model.LLAMA2_7B.name, rate_window: int | None = None,
+                   rate_ref: float | None = None, **overrides: Any) -> EnvParams:
   """Params of GPU type `gpu` serving `model` (cost_model.spec_for) over (a part of) a trace;
   max_model_len None = the model's context, at most the GPU's KV capacity (prompts are clipped
-  to it: `traces.Trace.clip_stats` reports how much)."""
+  to it: `traces.Trace.clip_stats` reports how much). rate_window = K: every K-request window
+  offers the mean rate rate_ref (default: the trace part's own) x rate_scale
+  (`workload.trace_arrays`); None: arrivals as recorded."""
   tr = traces.load_shipped(trace) if isinstance(trace, str) else trace
   if train_frac is not None:
     early, late = tr.split(train_frac)
@@ -279,18 +282,23 @@ def default_params(mode: str = "static", gpu: str = "A100-7B",
   if max_model_len is None:
     max_model_len = cost_model.max_model_len_of(spec)
   hw = engine.make_hardware([spec], max_batched_tokens)
-  return EnvParams(hw=hw, trace=workload.trace_arrays(tr, max_model_len),
+  return EnvParams(hw=hw, trace=workload.trace_arrays(tr, max_model_len, rate_window=rate_window,
+                                                     rate_ref=rate_ref),
                    levels=jnp.asarray(levels, jnp.int32), max_model_len=max_model_len,
                    **overrides)
 
 
 def make_batching(mode: str = "static", table_size: int = 128, max_events: int = 256,
-                  fast_forward: bool = True, window: int | None = None, **param_overrides: Any):
+                  fast_forward: bool = True, window: int | None = None,
+                  rate_per_window: bool = False, **param_overrides: Any):
   """Factory for `ServingBatch-v0`: returns (env, env_params). mode: "static" | "continuous";
-  `window`: engine slots in continuous mode (None = table_size; see env_base.EventEnv)."""
+  `window`: engine slots in continuous mode (None = table_size; see env_base.EventEnv);
+  rate_per_window: every episode (table_size requests) offers the same mean rate, rate_ref
+  (default the trace's) x rate_scale (`workload.trace_arrays`)."""
   if mode not in ("static", "continuous"):
     raise ValueError(f"mode must be 'static' or 'continuous', got {mode!r}")
-  params = default_params(mode, **param_overrides)
+  params = default_params(mode, rate_window=table_size if rate_per_window else None,
+                          **param_overrides)
   n = int(params.levels.shape[0])
   env = (StaticBatching(table_size, n) if mode == "static"
          else ContinuousBatching(table_size, max_events, n, fast_forward, window))
