@@ -24,7 +24,7 @@ cargo moments, hidden clogs) for one layout:
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -130,25 +130,41 @@ def regime_of(clog: np.ndarray) -> np.ndarray:
   return np.where(nb >= 2, 2, np.where(nb == 1, 1, np.where(npart > 0, 3, 0)))
 
 
-def make_bank(layout: Mapping[str, Any], graph: Mapping[str, np.ndarray], params, n: int = 1024,
-              seed: int = 0, heel_init_max: float | None = None, max_rounds: int = 8):
-  """(EpisodeBank, report) for one layout; `params` a HydroParams (any bank) of that layout.
-
-  Raises ValueError naming the layout and stratum if a stratum cannot be filled (too few
-  blockable edges, or the oracle cannot finish such episodes) after max_rounds batches.
-  """
+def oracle_check(params, evaluate=None) -> Callable[[list, int], np.ndarray]:
+  """The finishability check make_bank applies: check(batch, seed) -> bool[len(batch)], True
+  where the heel-aware oracle (true clogs, noiseless soundings) completes candidate
+  (vol0, target, clog, m_heel0, m_trim0) within the step limit and the heel limit. `evaluate`
+  (hydro_rollout.make_hydro_evaluate with hydro_policy) may be passed in so that a caller
+  re-checking a bank with it compiles the oracle rollout once."""
   from jaxrl_suite.envs.ballast import hydro_baselines as HB  # local: it imports hydro_env
   from jaxrl_suite.envs.ballast.hydro_env import BallastHydro, EpisodeBank
   from jaxrl_suite.envs.ballast.hydro_rollout import make_hydro_evaluate
+
+  if evaluate is None:
+    evaluate = make_hydro_evaluate(BallastHydro(), HB.hydro_policy,
+                                   int(params.max_steps_in_episode))
+  oracle = HB.make_hydro_baseline(params, "oracle")
+  return lambda batch, seed: _finished(evaluate, params, oracle, batch, seed, EpisodeBank)
+
+
+def make_bank(layout: Mapping[str, Any], graph: Mapping[str, np.ndarray], params, n: int = 1024,
+              seed: int = 0, heel_init_max: float | None = None, max_rounds: int = 8,
+              check: Callable[[list, int], np.ndarray] | None = None):
+  """(EpisodeBank, report) for one layout; `params` a HydroParams (any bank) of that layout.
+
+  `check(batch, seed) -> bool[len(batch)]` decides which routable candidates are finishable
+  (default `oracle_check(params)`); only candidates it accepts are emitted.
+  Raises ValueError naming the layout and stratum if a stratum cannot be filled (too few
+  blockable edges, or the oracle cannot finish such episodes) after max_rounds batches.
+  """
+  from jaxrl_suite.envs.ballast.hydro_env import EpisodeBank  # local, as in oracle_check
 
   rng = np.random.default_rng(seed)
   prior = layout_prior(layout)
   hydro = layout["hydrostatics"]
   heel0 = 0.5 * float(params.heel_limit) if heel_init_max is None else heel_init_max
   want = quotas(n, prior["p_blocked"])
-  env = BallastHydro()
-  oracle = HB.make_hydro_baseline(params, "oracle")
-  evaluate = make_hydro_evaluate(env, HB.hydro_policy, int(params.max_steps_in_episode))
+  check = oracle_check(params) if check is None else check
   keep: list[tuple] = []
   # one batch size for every stratum and round: one compiled oracle rollout
   m_batch = int(np.clip(1 << int(np.ceil(np.log2(max(n, 2) / 2))), 16, 256))
@@ -170,7 +186,7 @@ def make_bank(layout: Mapping[str, Any], graph: Mapping[str, np.ndarray], params
           stats["no_route"] += 1
           continue
         batch.append((vol0, target, clog, mh, mt))
-      ok = _finished(evaluate, params, oracle, batch, seed + b, EpisodeBank)
+      ok = np.asarray(check(batch, seed + b), bool)
       stats["oracle_failed"] += int((~ok).sum())
       got += [e for e, o in zip(batch, ok) if o]
       if len(got) >= quota:
