@@ -128,3 +128,36 @@ def test_static_batch_streams_per_token():
   # TPOT of the short member = its own 2 decode steps / 2, far below the batch-end's 9 steps / 2
   m = evaluate.metrics(evaluate.episode_arrays(st), 2.0, 0.2)
   assert m["unfinished"] == 0
+
+
+def test_prefix_cache_hash_index_equals_all_pairs_comparison():
+  """engine._cache_index / _entries_hit (sorted row + binary search: O(S B log C) per event)
+  give what the all-pairs comparison of every slot's blocks with every cache entry gave
+  (O(S B C)): found blocks, the prefix length m, and the entries hit (every entry holding a hit
+  block id, duplicates included), on rows with empty entries (-1) and repeated ids."""
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+
+  from jaxrl_suite.envs.serving import engine
+  rng = np.random.default_rng(0)
+  n, c, s, b = 64, 24, 8, 6          # trials, entries, slots, blocks (one compile for all)
+  row = rng.integers(-1, 20, (n, c)).astype(np.int32)
+  h = rng.integers(-1, 20, (n, s, b)).astype(np.int32)
+  sel = rng.random((n, s, b)) < 0.5
+
+  def one(row, h, sel):
+    m, (found, lo, srt, order) = engine.prefix_blocks(h, row)
+    return m, found, engine._entries_hit(srt, order, lo, found & sel)
+
+  m, found, hit = jax.jit(jax.vmap(one))(jnp.asarray(row), jnp.asarray(h), jnp.asarray(sel))
+  eq = (h[..., None] == row[:, None, None, :]) & (h >= 0)[..., None]      # [n, S, B, C]
+  np.testing.assert_array_equal(np.asarray(found), eq.any(-1))
+  np.testing.assert_array_equal(np.asarray(m), np.cumprod(eq.any(-1), axis=2).sum(2))
+  np.testing.assert_array_equal(np.asarray(hit), (eq & sel[..., None]).any((1, 2)))
+  assert (eq.sum(-1) > 1).any() and (~eq.any(-1)).any()     # duplicates and misses occur
+  # the router's view (engine.prefix_match): one prompt against every GPU's row
+  got = jax.jit(jax.vmap(lambda r: engine._cache_index(r, jnp.asarray(h[0, 0]))[0]))(
+      jnp.asarray(row[:4]))
+  want = ((h[0, 0][None, :, None] == row[:4, None, :]) & (h[0, 0] >= 0)[None, :, None]).any(-1)
+  np.testing.assert_array_equal(np.asarray(got), want)

@@ -450,23 +450,47 @@ def _put_row(x, g, row):
   return jnp.where((jnp.arange(x.shape[0]) == g)[:, None], row[None, :], x)
 
 
-def _hash_eq(hashes, row):
-  """[S, B, C] bool: block b of slot s is cache entry c (valid blocks only)."""
-  return (hashes[:, :, None] == row[None, None, :]) & (hashes >= 0)[:, :, None]
+def _cache_index(row, hashes):
+  """Hash index of one GPU's cache row [C] for block ids `hashes` [..., B] (-1 = none).
+
+  The row is sorted once (C log C) and every block id is looked up by binary search
+  (log C each), instead of comparing every block with every entry (slots x blocks x entries per
+  event: 53M comparisons with Llama-3.1-8B's 860 entries, 240 blocks, 256 slots). Returns
+  (found [..., B] bool, lo [..., B] sorted position of the block's first equal entry, sorted
+  row [C], order [C]: sorted position -> entry). A row may hold one block id in several entries
+  (two prompts sharing a new block finish prefill in one iteration: both insert it, as in the
+  reference); `_entries_hit` then marks all of them, as the all-pairs comparison did."""
+  order = jnp.argsort(row)
+  srt = row[order]
+  lo = jnp.searchsorted(srt, hashes, side="left").astype(jnp.int32)
+  hi = jnp.searchsorted(srt, hashes, side="right").astype(jnp.int32)
+  return (hashes >= 0) & (hi > lo), lo, srt, order
+
+
+def _entries_hit(srt, order, lo, sel):
+  """[C] bool by entry: the entries holding a block id looked up where `sel` (implies found).
+
+  Equal ids are contiguous in the sorted row, so an entry is hit iff the first sorted position
+  of its id was marked: one scatter of the selected lookups, one search of the row in itself."""
+  c = srt.shape[0]
+  marked = jnp.zeros((c + 1,), bool).at[jnp.where(sel, lo, c).reshape(-1)].set(True)
+  cover = marked[jnp.searchsorted(srt, srt, side="left")]
+  return jnp.zeros((c,), bool).at[order].set(cover)
 
 
 def prefix_blocks(hashes, row):
-  """(m [S], eq [S, B, C]): m = leading blocks of each slot's prompt found in the cache row."""
-  eq = _hash_eq(hashes, row)
-  m = jnp.sum(jnp.cumprod(jnp.any(eq, -1).astype(jnp.int32), axis=1), axis=1)
-  return m.astype(jnp.int32), eq
+  """(m [S], index): m = leading blocks of each slot's prompt found in the cache row;
+  index = `_cache_index(row, hashes)` (for `_entries_hit`)."""
+  idx = _cache_index(row, hashes)
+  m = jnp.sum(jnp.cumprod(idx[0].astype(jnp.int32), axis=1), axis=1)
+  return m.astype(jnp.int32), idx
 
 
 def prefix_match(eng: Engine, hashes, prompt) -> jax.Array:
   """[N] share of a prompt (block ids `hashes` [B], `prompt` tokens) each GPU's cache holds as a
   prefix: min(512 m_g, prompt) / prompt (what the cache-aware router reads)."""
-  eq = (hashes[None, :, None] == eng.c_hash[:, None, :]) & (hashes >= 0)[None, :, None]
-  m = jnp.sum(jnp.cumprod(jnp.any(eq, -1).astype(jnp.int32), axis=1), axis=1)
+  found = jax.vmap(lambda row: _cache_index(row, hashes)[0])(eng.c_hash)     # [N, B]
+  m = jnp.sum(jnp.cumprod(found.astype(jnp.int32), axis=1), axis=1)
   p = jnp.maximum(prompt, 1).astype(jnp.float32)
   return jnp.minimum(CACHE_BLOCK * m, prompt).astype(jnp.float32) / p
 
@@ -479,10 +503,11 @@ def _cache_insert(eng: Engine, g, fin, te) -> Engine:
   h = eng.sreq.hashes
   row_h, row_t = _cache_row(eng.c_hash, g), _cache_row(eng.c_time, g)
   cand = fin[:, None] & (h >= 0)
-  eq = _hash_eq(h, row_h)
-  row_t = jnp.where(jnp.any(eq & cand[:, :, None], axis=(0, 1)), te, row_t)
-  new = (cand & ~jnp.any(eq, -1)).reshape(-1)
-  rank = jnp.cumsum(new.astype(jnp.int32)) - 1
+  found, lo, srt, order = _cache_index(row_h, h)
+  row_t = jnp.where(_entries_hit(srt, order, lo, found & cand), te, row_t)
+  new = (cand & ~found).reshape(-1)
+  # rank among the new blocks (S x B of them: a log-depth scan, 2.6x faster than cumsum on CPU)
+  rank = jax.lax.associative_scan(jnp.add, new.astype(jnp.int32)) - 1
   c = row_h.shape[0]
   order = jnp.argsort(row_t, stable=True)
   ok = new & (rank < jnp.sum(row_t < INF))
@@ -545,7 +570,7 @@ def schedule(eng: Engine, hw: Hardware, g, t, span_bound=INF, fast_forward: bool
     # prefix cache: an admitted request's prefill starts after its cached leading blocks (at
     # least its last token is computed); the chunks attend to the cached prefix (pf > 0)
     row_t = _cache_row(eng.c_time, g)
-    m, eq = prefix_blocks(req.hashes, _cache_row(eng.c_hash, g))
+    m, (found, lo, srt, order) = prefix_blocks(req.hashes, _cache_row(eng.c_hash, g))
     ctok = jnp.where(wait, jnp.minimum(CACHE_BLOCK * m, pt - 1), 0)
   rem = jnp.where(pref_cand, pt - pf - ctok, 0)
   cums = _cumsum(jnp.stack([rem, wait.astype(jnp.int32), jnp.where(wait, _blocks(pt), 0)]), ft)
@@ -562,7 +587,7 @@ def schedule(eng: Engine, hw: Hardware, g, t, span_bound=INF, fast_forward: bool
   if caching:
     pf = jnp.where(admit, ctok, pf)
     hit = admit[:, None] & (jnp.arange(req.hashes.shape[1])[None, :] < m[:, None])
-    row_t = jnp.where(jnp.any(eq & hit[:, :, None], axis=(0, 1)), t, row_t)   # LRU: last use
+    row_t = jnp.where(_entries_hit(srt, order, lo, found & hit), t, row_t)   # LRU: last use
     cache = dict(c_time=_put_row(eng.c_time, g, row_t),
                  cached=jnp.where(admit & (eng.npre == 0) & ~pre, ctok, eng.cached
                                   ).astype(jnp.int32))
