@@ -180,9 +180,10 @@ def _claim(c, key, o, ratios):
                        for ld, v in rs.items())
       + ". Against the family best on the evaluation windows (hindsight, context only): "
       + "; ".join(f"load {ld}: {pct(v)}" for ld, v in hind.items())
-      + ". 'partly reproduced' = the heuristic is not beaten but RL falls more than 1% short "
-      "at some load; 'contradicted' = RL better by more than 1% (CI above) at some load; "
-      "'inconclusive' = RL falls short while its learning curve was still rising."
+      + ". 'reproduced' = every load's 95% CI inside +-1% (equivalence); 'partly reproduced' "
+      "= the heuristic better by more than 1% (CI below) at a load where RL's curve had "
+      "flattened; 'contradicted' = RL better by more than 1% (CI above) at some load; "
+      "'inconclusive' = a shortfall while RL's curve was still rising, or a CI too wide to tell."
       + (f" {why}." if why else "")
       + " Late gain of the best RL variant's curve (last eighth minus the one before, per "
       "episode return): " + "; ".join(f"load {ld}: {g[0]:+.3g} [{g[1]:+.3g}, {g[2]:+.3g}]"
@@ -192,20 +193,30 @@ def _claim(c, key, o, ratios):
 def batching_verdict(ratios: dict, gains: dict) -> tuple[str, str]:
   """Verdict on "RL within ~1% of the tuned heuristic" from the paired goodput ratio (mean, lo,
   hi) per load and the late gain (`serving_common.late_gain`) of the RL variant compared at
-  that load. RL better by more than 1% at some load: "contradicted". RL short by more than 1%
-  somewhere and not better anywhere ("partly reproduced") counts against RL only if it had a
-  fair chance: if at a load where it falls short its curve was still rising (late-gain CI above
-  0), the verdict is "inconclusive" with the reason. Returns (verdict, reason)."""
+  that load, per load by `serving_common.within_verdict` (an equivalence test on the CI).
+  RL better by more than 1% at some load: "contradicted". Every load's CI inside +-1%:
+  "reproduced". RL short by more than 1% (CI below) at a load where its curve had flattened:
+  "partly reproduced" (a measured shortfall). Otherwise "inconclusive", with the reasons: a
+  shortfall while the curve was still rising (late-gain CI above 0: no fair chance), or a CI
+  too wide to tell. Returns (verdict, reason)."""
   v = {ld: common.within_verdict(r) for ld, r in ratios.items()}
   if "contradicted" in v.values():
     return "contradicted", ""
   if all(x == "reproduced" for x in v.values()):
     return "reproduced", ""
-  rising = [ld for ld, x in v.items() if x == "partly reproduced" and gains[ld][1] > 0]
+  short = [ld for ld, x in v.items() if x == "partly reproduced"]
+  rising = [ld for ld in short if gains[ld][1] > 0]
+  if len(rising) < len(short):
+    return "partly reproduced", ""
+  why = []
   if rising:
-    return "inconclusive", ("RL without a fair chance: its learning curve was still rising at "
-                            "load " + ", ".join(str(ld) for ld in rising))
-  return "partly reproduced", ""
+    why.append("RL without a fair chance: its learning curve was still rising at load "
+               + ", ".join(str(ld) for ld in rising))
+  wide = [ld for ld, x in v.items() if x == "inconclusive"]
+  if wide:
+    why.append("the CI is too wide to show RL within 1% at load "
+               + ", ".join(str(ld) for ld in wide))
+  return "inconclusive", "; ".join(why)
 
 
 def run(c, quick: bool, workdir: str, eval_trace: str | None = None,

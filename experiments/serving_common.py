@@ -377,12 +377,20 @@ def mean_of(table, p, ld, metric: str = "goodput") -> float:
 
 
 def within_verdict(r, tol: float = 0.01) -> str:
-  """"RL within `tol` of the tuned heuristic": reproduced if the point ratio is within tol or
-  the CI overlaps [1 - tol, 1 + tol]; contradicted if RL is better by more than tol (CI above);
-  partly reproduced if the heuristic is not beaten but RL falls short by more than tol."""
-  if abs(r[0] - 1) <= tol or (r[1] <= 1 + tol and r[2] >= 1 - tol):
+  """"RL within `tol` of the tuned heuristic" from a ratio (mean, lo, hi), as an equivalence
+  test: reproduced only if the whole 95% CI lies inside [1 - tol, 1 + tol]; contradicted if RL
+  is better by more than tol (CI above 1 + tol); partly reproduced if the heuristic is better by
+  more than tol (CI below 1 - tol: the heuristic is near-optimal, RL does not match it);
+  otherwise inconclusive (the CI is too wide to tell). Why: a CI of -75%..0% overlaps the
+  +-1% band but shows nothing about RL being within 1%."""
+  _, lo, hi = r
+  if lo >= 1 - tol and hi <= 1 + tol:
     return "reproduced"
-  return "contradicted" if r[1] > 1 + tol else "partly reproduced"
+  if lo > 1 + tol:
+    return "contradicted"
+  if hi < 1 - tol:
+    return "partly reproduced"
+  return "inconclusive"
 
 
 def late_gain(curve, frac: float = 0.125) -> tuple[float, float, float]:
