@@ -54,11 +54,31 @@ def with_overrides(preset, parsed, default):
   return preset
 
 
-def config_for(module, parsed, quick: bool):
-  """The config a script runs: parsed --config, or module's quick preset plus the overrides."""
+def override_paths(argv) -> list[str]:
+  """Dotted field paths given as `--config.<path>=v` or `--config.<path> v` in argv."""
+  out = []
+  for tok in argv:
+    if tok.startswith("--config."):
+      out.append(tok[len("--config."):].split("=", 1)[0])
+  return out
+
+
+def config_for(module, parsed, quick: bool, argv=None):
+  """The config a script runs: parsed --config, or module's quick preset plus the overrides:
+  every field that differs from the file's defaults, and every field named on the command line
+  (`argv`, default sys.argv). Why both: `--quick --config.x=v` with v equal to the full-mode
+  default differs from nothing, yet the user asked for it over the quick preset's value."""
   if not quick:
     return parsed
-  return with_overrides(module.get_config("quick"), parsed, module.get_config())
+  import sys
+  preset = with_overrides(module.get_config("quick"), parsed, module.get_config())
+  for path in override_paths(sys.argv if argv is None else argv):
+    *parents, leaf = path.split(".")
+    src, dst = parsed, preset
+    for k in parents:
+      src, dst = src[k], dst[k]
+    dst[leaf] = src[leaf]
+  return preset
 
 
 class ScriptFlags:

@@ -33,3 +33,15 @@ def test_quick_preset_keeps_command_line_overrides(name):
     if k != top and (not nested or k != nested[0]):
       assert out[k] == quick[k], k
   assert cli.config_for(m, parsed, quick=False) is parsed
+
+
+def test_an_override_equal_to_the_full_default_still_replaces_the_quick_value():
+  from configs import serving_batching as m
+  parsed, quick = m.get_config(), m.get_config("quick")
+  # a field whose quick and full values differ; the user asks for the full value in quick mode
+  key = next(k for k in parsed.keys() if not hasattr(parsed[k], "keys") and parsed[k] != quick[k])
+  assert cli.config_for(m, parsed, quick=True, argv=[])[key] == quick[key]
+  out = cli.config_for(m, parsed, quick=True, argv=["prog", "--quick", f"--config.{key}="])
+  assert out[key] == parsed[key]
+  assert cli.override_paths(["--config.ppo.lr=1e-3", "--config.seed", "3", "--quick"]) == [
+      "ppo.lr", "seed"]
