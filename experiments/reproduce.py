@@ -55,10 +55,11 @@ README_END = "<!-- RESULTS:END -->"
 
 @dataclasses.dataclass(frozen=True)
 class Stage:
-  """One reproduction: `python -m <module> [--quick]` writes `results/<name>.json`."""
+  """One reproduction: `python -m <module> [--quick] <args>` writes `results/<name>.json`."""
   name: str
   module: str
   title: str = ""
+  args: tuple[str, ...] = ()      # e.g. one trace of a per-trace study
 
 
 # The reproductions, in the order they run (cheap and foundational first).
@@ -67,6 +68,11 @@ REGISTRY: list[Stage] = [
     Stage("fore", "experiments.fore", "FORE off-policy evaluation"),
     Stage("serving_batching", "experiments.serving_batching", "LLM serving: batching, 1 GPU"),
     Stage("serving_routing", "experiments.serving_routing", "LLM serving: routing, N GPUs"),
+    Stage("serving_routing_azure_code", "experiments.serving_routing",
+          "LLM serving: routing, N GPUs, Azure code", ("--config.trace=azure_code",)),
+    Stage("serving_routing_mooncake_conv", "experiments.serving_routing",
+          "LLM serving: routing, N GPUs, Mooncake (prefix cache)",
+          ("--config.trace=mooncake_conv",)),
     Stage("ballast", "experiments.ballast", "Ballast-water routing vs Dijkstra"),
     Stage("ballast_hydro", "experiments.ballast_hydro",
           "Ballast hydraulics: recurrent RL across layouts vs heel-aware Dijkstra"),
@@ -172,7 +178,8 @@ def run_stage(stage: Stage, quick: bool, results_dir: str | None = None,
   before = _snapshot(PROTECTED_DIR) if protect else {}
   os.makedirs(log_dir, exist_ok=True)
   log_path = os.path.join(log_dir, f"{stage.name}.log")
-  cmd = [sys.executable, "-m", stage.module] + (["--quick"] if quick else []) + list(extra_args)
+  cmd = ([sys.executable, "-m", stage.module] + (["--quick"] if quick else []) + list(stage.args)
+         + list(extra_args))
   env = dict(os.environ)
   env["PYTHONPATH"] = REPO_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
   env.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(REPO_ROOT, ".jax_cache"))

@@ -190,10 +190,24 @@ def test_reproduce_only_runs_the_named_stages(fake_registry, capsys):
 
 def test_registry_lists_every_reproduction_in_order():
   assert [s.name for s in reproduce.REGISTRY] == [
-      "ppo_gymnax", "fore", "serving_batching", "serving_routing", "ballast", "ballast_hydro",
-      "direct_opd",
-      "compaction", "stapo", "cure", "rail_pricing"]
-  assert all(s.module == f"experiments.{s.name}" for s in reproduce.REGISTRY)
+      "ppo_gymnax", "fore", "serving_batching", "serving_routing",
+      "serving_routing_azure_code", "serving_routing_mooncake_conv", "ballast", "ballast_hydro",
+      "direct_opd", "compaction", "stapo", "cure", "rail_pricing"]
+  for s in reproduce.REGISTRY:
+    if s.name.startswith("serving_routing_"):   # one record per trace, from one script
+      assert s.module == "experiments.serving_routing"
+      assert s.args == (f"--config.trace={s.name[len('serving_routing_'):]}",)
+    else:
+      assert s.module == f"experiments.{s.name}" and not s.args
+
+
+def test_stage_args_reach_the_command(fake_registry):
+  results_dir, log_dir, pkg = fake_registry
+  stage = reproduce.Stage("ok", f"{pkg.name}.ok", args=("--flag_from_stage",))
+  res = reproduce.run_stage(stage, quick=False, results_dir=results_dir, log_dir=log_dir)
+  assert res.status == "ok", res.note
+  with open(os.path.join(log_dir, "ok.log")) as f:
+    assert f.readline().rstrip().endswith(f"{pkg.name}.ok --flag_from_stage")
 
 
 def test_reproduce_stream_and_timeout(fake_registry, capsys):
