@@ -2,15 +2,29 @@
 behaviour cloning) vs tuned routers, across a family of clusters (ServingRoute-v0).
 
 COMMAND (from the repo root):
-  .venv/bin/python -m experiments.serving_routing                 # full: ~30 CPU-min quiet box
+  .venv/bin/python -m experiments.serving_routing                 # full (azure_conv)
+  .venv/bin/python -m experiments.serving_routing --config.trace=azure_code     # other traces:
+  .venv/bin/python -m experiments.serving_routing --config.trace=mooncake_conv  #  one run each
   .venv/bin/python -m experiments.serving_routing --quick         # quick: a few minutes
   .venv/bin/python -m experiments.serving_routing --eval_trace PATH   # saved policy on any trace
-Writes results/serving_routing.{json,md,png}. Shared fields: configs/serving_common.py.
+Writes results/serving_routing.{json,md,png} for azure_conv and
+results/serving_routing_<trace>.{json,md,png} for any other trace (workdir
+workdirs/serving_routing_<trace> by default), so runs on different traces never overwrite each
+other. Shared fields: configs/serving_common.py.
+
+Per trace (experiments/serving_routing.py): the model of cost_model.TRACE_MODELS[trace] on each
+GPU type of the clusters (the cluster names below are generic GPU types; Mooncake runs them as
+the Llama-3.1-8B specs "H100-8B", ...), max_model_len capped at the smallest KV capacity, the
+TTFT SLO of `slo_ttft_by_trace`, the prefix cache and the cache-aware router where the trace has
+hash_ids (`prefix_cache`), and replays shortened to fit `n_eval_windows` disjoint windows of the
+evaluation part (serving_batching's rule).
 """
 
 import ml_collections
 
 from configs import serving_common
+
+from jaxrl_suite.envs.serving import traces
 
 GPU_TYPES = ("H100-7B", "A100-7B", "L4-7B")
 
@@ -36,6 +50,15 @@ def get_config(arg=None):
   c.cap = 16                          # max_num_seqs with engine_settings "uniform"
   c.drain_dt = 0.5                    # s per step once every request is routed
   c.max_eval_steps = 3000
+  # Per-replay rate (workload.py): every replay of eval_table (train_table) requests is rescaled
+  # to offer the same mean rate, scale x the training part's rate, so a load means the same
+  # offered rate in every window (Azure code's windows otherwise span 0.7x-6.3x its mean rate).
+  c.rate_per_window = True
+  # Long-prompt traces get DistServe's long-document TTFT SLO (as configs/serving_batching.py).
+  c.slo_ttft_by_trace = ml_collections.ConfigDict({"mooncake_conv": 15.0})
+  # Prefix caching (per-GPU LRU keyed by the trace's hash_ids, routing.default_cache_blocks) and
+  # the cache-aware router among the tuned families, on traces that have hash_ids (Mooncake).
+  c.prefix_cache = True
   c.n_capacity_windows = 2 if quick else 4   # training windows of the capacity bisection
   c.budget_chunks = 2 if quick else 4        # budget sweep: checkpoints at i / chunks of budget
   c.variants = ("scratch", "bc")             # PPO from scratch; PPO warm-started by BC
@@ -75,6 +98,14 @@ def get_config(arg=None):
 def validate(config):
   serving_common.validate(config, positive=("cap", "max_gpus", "n_capacity_windows",
                                             "budget_chunks"))
+  if config.trace not in traces.SHIPPED:
+    raise ValueError(f"config.trace must be a shipped trace {sorted(traces.SHIPPED)}, got "
+                     f"{config.trace!r}")
+  for t, v in config.slo_ttft_by_trace.items():
+    if t not in traces.SHIPPED or not v > 0:
+      raise ValueError(f"config.slo_ttft_by_trace: {t!r}: {v} (a shipped trace, a TTFT SLO > 0)")
+  if not isinstance(config.rate_per_window, bool) or not isinstance(config.prefix_cache, bool):
+    raise ValueError("config.rate_per_window and config.prefix_cache must be booleans")
   if config.cap > config.max_batched_tokens:
     raise ValueError("config.cap must be <= config.max_batched_tokens")
   if config.observation not in ("entity",):

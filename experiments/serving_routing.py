@@ -15,6 +15,14 @@ the Azure conv trace and evaluated on the later 40% (unseen), on the claims' clu
 cluster never trained on (heuristics tuned on that cluster). The pipeline is
 `experiments/serving_common.py`.
 
+Any shipped trace (`--config.trace`, one run each; `record_name`): each GPU type of the clusters
+serves the trace's model (cost_model.TRACE_MODELS: Llama-3.1-8B for Mooncake), prompts clipped
+to the smallest KV capacity of the clusters' GPUs, the trace's TTFT SLO (slo_ttft_by_trace),
+the prefix cache (per-GPU capacity = its KV in 512-token blocks) and the cache-aware router
+among the tuned families where the trace has hash_ids, every replay offering the same mean
+rate (rate_per_window), replays shortened to fit n_eval_windows disjoint windows of the
+evaluation part (serving_batching's rule).
+
   python -m experiments.serving_routing [--quick] [--eval_trace PATH] [--config.x=...]
 """
 
@@ -26,6 +34,7 @@ import sys
 if __name__ == "__main__" and __package__ in (None, ""):
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import dataclasses
 import json
 import time
 
@@ -36,19 +45,96 @@ import numpy as np
 
 from experiments import serving_common as common
 from jaxrl_suite.core import plotting, results
-from jaxrl_suite.envs.serving import harness, heuristics, routing
+from jaxrl_suite.envs.serving import cost_model, harness, heuristics, routing, traces
 
 NAME = "serving_routing"
+DEFAULT_TRACE = "azure_conv"
 FLAGS = common.define_flags(NAME)
 
 
-def _kw(c, cluster):
-  return dict(max_events=c.max_events, cluster=tuple(cluster), train_frac=None,
-              pred_acc=c.pred_acc, slo_ttft=c.slo_ttft, slo_tpot=c.slo_tpot,
-              drain_dt=c.drain_dt, window=common.window_of(c), entity_obs=True,
-              max_gpus=int(c.max_gpus),
-              **routing.engine_settings(tuple(cluster), c.engine_settings, c.cap,
-                                        c.max_batched_tokens, c.slo_tpot))
+def record_name(trace: str) -> str:
+  """Results record, figure and default workdir name of a run on `trace`: NAME for azure_conv
+  (the record's name since the first runs), NAME_<trace> for any other trace."""
+  return NAME if trace == DEFAULT_TRACE else f"{NAME}_{trace}"
+
+
+def _clusters(c) -> list[tuple[str, ...]]:
+  """Every cluster of the run (generic GPU types): claims', family, held-out."""
+  return ([tuple(c.cluster)] + [tuple(x) for x in c.family_clusters]
+          + [tuple(c.heldout_cluster)])
+
+
+def _pad(x, g: int) -> tuple:
+  return tuple(x) + (tuple(x)[-1],) * (g - len(x))
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+  """What the trace fixes for every cluster of a run (`trace_setup`)."""
+  trace: str
+  model: str                      # cost_model.TRACE_MODELS[trace]
+  max_model_len: int              # model context, capped at the smallest KV of any cluster GPU
+  cache: bool                     # prefix cache + cache-aware router (the trace has hash_ids)
+  cache_blocks: tuple | None      # env cache row per GPU slot: max over the clusters
+  rate_ref: float | None          # rate_per_window: the training part's mean rate (req/s)
+  max_gpus: int
+
+  def specs(self, cluster) -> tuple[str, ...]:
+    """The cluster's GPU specs serving the trace's model ("H100-8B", ...)."""
+    return routing.cluster_specs(tuple(cluster), self.model)
+
+  def cache_caps(self, cluster) -> tuple[int, ...]:
+    """Prefix-cache entries per GPU slot of this cluster: each GPU's KV capacity in 512-token
+    blocks (routing.default_cache_blocks), padding slots (never routed to) as the last GPU."""
+    return _pad(routing.default_cache_blocks(self.specs(cluster)), self.max_gpus)
+
+
+def replay_length(c, n_eval_part: int, trace: str) -> tuple[int, int]:
+  """(eval_table, train_table) for an evaluation part of n_eval_part requests: serving_batching's
+  rule: replays no longer than the evaluation part holds n_eval_windows times (disjoint
+  windows), in multiples of 64; train on the same length."""
+  fit = int(c.eval_table)
+  if n_eval_part // int(c.n_eval_windows) < fit:
+    fit = n_eval_part // int(c.n_eval_windows) // 64 * 64
+  if fit < min(64, int(c.eval_table)):
+    raise traces.TraceError(f"{trace}: evaluation part of {n_eval_part} requests is too short "
+                            f"for {c.n_eval_windows} windows of >= 64 requests")
+  train = min(int(c.train_table), fit) if fit < int(c.eval_table) else int(c.train_table)
+  return fit, train
+
+
+def trace_setup(c, train_tr, test_tr):
+  """(config for this trace, Setup): the trace's TTFT SLO and replay lengths in the config;
+  model, context, prefix cache and rate reference in the Setup."""
+  ct = c.copy_and_resolve_references()
+  ct.slo_ttft = float(c.slo_ttft_by_trace.get(c.trace, c.slo_ttft))
+  ct.eval_table, ct.train_table = replay_length(c, len(test_tr), c.trace)
+  model = cost_model.TRACE_MODELS.get(c.trace, cost_model.LLAMA2_7B.name)
+  specs = [routing.cluster_specs(cl, model) for cl in _clusters(c)]
+  mml = routing.context_of([s for sp in specs for s in sp])
+  cache = bool(c.prefix_cache) and train_tr.hash_ids is not None and test_tr.hash_ids is not None
+  g = int(c.max_gpus)
+  blocks = (tuple(max(x) for x in zip(*[_pad(routing.default_cache_blocks(sp), g)
+                                        for sp in specs])) if cache else None)
+  return ct, Setup(c.trace, model, mml, cache, blocks,
+                   float(train_tr.rate) if c.rate_per_window else None, g)
+
+
+def _kw(c, cluster, su: Setup):
+  specs = su.specs(cluster)
+  kw = dict(max_events=c.max_events, cluster=specs, train_frac=None,
+            pred_acc=c.pred_acc, slo_ttft=c.slo_ttft, slo_tpot=c.slo_tpot,
+            drain_dt=c.drain_dt, window=common.window_of(c), entity_obs=True,
+            max_gpus=int(c.max_gpus), max_model_len=su.max_model_len,
+            cache_blocks=su.cache_blocks,
+            **routing.engine_settings(specs, c.engine_settings, c.cap,
+                                      c.max_batched_tokens, c.slo_tpot))
+  if su.cache:
+    kw["cache_caps"] = jnp.asarray(su.cache_caps(cluster), jnp.int32)
+  if su.rate_ref is not None:
+    # every replay (train and evaluation part) offers scale x the training part's mean rate
+    kw.update(rate_per_window=True, rate_ref=su.rate_ref)
+  return kw
 
 
 def _cluster_name(cl) -> str:
@@ -62,44 +148,53 @@ class Cluster:
   """One cluster's evaluation setup on the shared entity env: params on the train / test
   traces, window starts, capacity (best tuned heuristic), rate scales and tuned baselines."""
 
-  def __init__(self, c, cluster, train_tr, test_tr):
+  def __init__(self, c, cluster, train_tr, test_tr, su: Setup):
     self.cluster = tuple(cluster)
+    self.specs = su.specs(cluster)
     self.name = _cluster_name(cluster)
     (self.env, self.p_train, self.p_test, self.key, self.tune_starts,
      self.test_starts) = common.eval_setup(c, routing.make_routing, train_tr, test_tr,
-                                           **_kw(c, cluster))
+                                           **_kw(c, cluster, su))
     self.type_id = np.asarray(self.p_train.hw.type_id)
 
 
-def _grids(hp):
-  return {name: [hp(name, g) for g in grid] for name, grid in heuristics.routing_grids().items()}
+def _grids(hp, cache: bool):
+  return {name: [hp(name, g) for g in grid]
+          for name, grid in heuristics.router_grids(cache).items()}
 
 
 def run(c, quick: bool, workdir: str, eval_trace: str | None = None,
         reuse: bool = False) -> dict:
   t0 = time.time()
   common.config_module(NAME).validate(c)
+  rec = record_name(c.trace)
+  if rec != NAME and os.path.normpath(workdir) == os.path.normpath(f"workdirs/{NAME}"):
+    workdir = f"workdirs/{rec}"      # the default workdir: one per trace (cached policies)
   os.makedirs(workdir, exist_ok=True)
-  slo = (c.slo_ttft, c.slo_tpot)
   train_tr, test_tr = common.load_traces(c, eval_trace)
-  clip = {"train part": common.clip_stats(train_tr), "evaluation part": common.clip_stats(test_tr)}
+  c, su = trace_setup(c, train_tr, test_tr)
+  slo = (c.slo_ttft, c.slo_tpot)
+  clip = {"train part": common.clip_stats(train_tr, su.max_model_len),
+          "evaluation part": common.clip_stats(test_tr, su.max_model_len)}
   family = [tuple(c.cluster)] + [tuple(x) for x in c.family_clusters]
-  main = Cluster(c, c.cluster, train_tr, test_tr)
-  held = Cluster(c, c.heldout_cluster, train_tr, test_tr)
-  others = [Cluster(c, cl, train_tr, test_tr) for cl in family[1:]]
+  main = Cluster(c, c.cluster, train_tr, test_tr, su)
+  held = Cluster(c, c.heldout_cluster, train_tr, test_tr, su)
+  others = [Cluster(c, cl, train_tr, test_tr, su) for cl in family[1:]]
   seeds = list(range(c.seed, c.seed + c.num_seeds))
   log = lambda msg: print(f"{msg} ({time.time() - t0:.0f} s)", flush=True)
 
   # One evaluator (one compile) for every router, every learned policy and every cluster.
   net_fn, template = common.net_policy(c, main.env, main.p_train)
   g = int(c.max_gpus)
+  n_routers = len(heuristics.routers(su.cache))
   ev = harness.Evaluator(main.env, harness.universal_policy(
-      heuristics.router_switch(g, entity=True), len(heuristics.ROUTERS), net_fn),
+      heuristics.router_switch(g, entity=True, cache=su.cache), n_routers, net_fn),
                          c.max_eval_steps, c.eval_lanes, common.warmup_of(c))
-  hp = lambda name, knobs: harness.with_net(heuristics.router_params(name, knobs), template)
-  rl_pp = lambda net: harness.with_net(heuristics.router_params("jsq", {}), template, net,
-                                       which=len(heuristics.ROUTERS))
-  grids = _grids(hp)
+  hp = lambda name, knobs: harness.with_net(heuristics.router_params(name, knobs, su.cache),
+                                            template)
+  rl_pp = lambda net: harness.with_net(heuristics.router_params("jsq", {}, su.cache), template,
+                                       net, which=n_routers)
+  grids = _grids(hp, su.cache)
   fams = list(grids)
 
   # 1. Capacity of every cluster: the largest rate at which the best tuned heuristic meets the
@@ -121,7 +216,8 @@ def run(c, quick: bool, workdir: str, eval_trace: str | None = None,
   log(f"tuned {n_tune_evals} window evaluations")
 
   # 3. RL on the family: a cluster (with its own capacity as rate scale) and a load per episode.
-  env_rl, _ = routing.make_routing(table_size=c.train_table, trace=train_tr, **_kw(c, c.cluster))
+  env_rl, _ = routing.make_routing(table_size=c.train_table, trace=train_tr,
+                                   **_kw(c, c.cluster, su))
   fam_params = routing.stack_family(
       [cl.p_train.replace(rate_mults=tuple(float(x) for x in c.loads))
        for cl in [main] + others], [cl.base_scale for cl in [main] + others])
@@ -130,7 +226,7 @@ def run(c, quick: bool, workdir: str, eval_trace: str | None = None,
   teacher_fam = main.best_heur[teacher_ld]
   teacher_pp = main.tuned[(teacher_fam, teacher_ld)]
   learned_ck, curves, train_time, bc_acc = _learned(
-      c, fam_env, fam_params, seeds, teacher_pp, workdir, bool(eval_trace or reuse), log)
+      c, fam_env, fam_params, seeds, teacher_pp, workdir, bool(eval_trace or reuse), log, su)
   variants = list(learned_ck)
   final = common.with_modes(c, {v: ck[-1] for v, ck in learned_ck.items()})
   log("trained")
@@ -197,12 +293,13 @@ def run(c, quick: bool, workdir: str, eval_trace: str | None = None,
     return max(cand, key=lambda x: x[1])
 
   claims = []
+  on = "" if c.trace == DEFAULT_TRACE else f" [{c.trace}]"    # record rows per trace
   for base, paper, label in (("jsq", 1.48, "+48% vs shortest queue"),
                              ("round_robin", 3.5, "3.5x vs round-robin")):
     ld = max(c.loads, key=lambda l: ratios[key_of(l, base)][0])
     r, rt = ratios[key_of(ld, base)], ratios[key_of(ld, base, "throughput")]
     claims.append(results.claim(
-        f"RL routing {label} (goodput at SLO on {main.name}; most favourable load {ld})",
+        f"RL routing {label}{on} (goodput at SLO on {main.name}; most favourable load {ld})",
         f"{paper:.2f}x", f"{r[0]:.3f}x", harness.ratio_verdict(r, paper), ci95=r[1:],
         detail=(f"best RL (chosen on training windows) = {best_rl[ld]}; throughput ratio "
                 f"{rt[0]:.3f} [{rt[1]:.3f}, {rt[2]:.3f}]; goodput ratio per load: "
@@ -216,8 +313,8 @@ def run(c, quick: bool, workdir: str, eval_trace: str | None = None,
     gain = gate_gain(rl_name, ld)
     verdict, why = common.rl_loss_verdict(r, gain, entity_obs=True)
     claims.append(results.claim(
-        f"RL beats the best tuned heuristic ({cl.best_heur[ld]}, chosen on training windows) "
-        f"{where} at load {ld}", "RL >> heuristics", f"{r[0]:.3f}x", verdict, ci95=r[1:],
+        f"RL beats the best tuned heuristic{on} ({cl.best_heur[ld]}, chosen on training "
+        f"windows) {where} at load {ld}", "RL >> heuristics", f"{r[0]:.3f}x", verdict, ci95=r[1:],
         detail=(why + "; " if why else "") + (
             f"RL = {rl_name} (chosen on {main.name}'s training windows); ratio of goodput at SLO, "
             "paired over seeds x windows (two-way bootstrap); fair-chance gain used "
@@ -227,10 +324,11 @@ def run(c, quick: bool, workdir: str, eval_trace: str | None = None,
 
   md = _markdown(c, main, held, others, summary, summary_h, policies, ratios, ratios_h, best_rl,
                  n_tune_evals, train_time, bc_acc, teacher_fam, teacher_pp, teacher_ld,
-                 sweep_summary, gains, variants, eval_trace, test_tr, clip)
+                 sweep_summary, gains, variants, eval_trace, test_tr, clip, su, rec)
   plot = _plot(c, summary, summary_h, policies, curves, sweep_summary, variants, main, held,
-               results.figure_path(NAME, "quick" if quick else "full"))
-  cl_payload = lambda cl: {"cluster": list(cl.cluster), "capacity_rps": cl.capacity,
+               results.figure_path(rec, "quick" if quick else "full"))
+  cl_payload = lambda cl: {"cluster": list(cl.cluster), "gpu_specs": list(cl.specs),
+                           "capacity_rps": cl.capacity,
                            "capacity_set_by": cl.cap_by,
                            "rate_scales": {str(k): v for k, v in cl.scales.items()}}
   payload = {"summary": summary, "heldout_summary": summary_h,
@@ -258,8 +356,16 @@ def run(c, quick: bool, workdir: str, eval_trace: str | None = None,
              "learning_curves": curves, "train_time_s": train_time,
              "baseline_tuning_evals": n_tune_evals, "clipping": clip,
              "eval_trace": eval_trace or f"{c.trace}[late {1 - c.train_frac:.0%}]",
+             "trace": c.trace, "model": su.model, "max_model_len": su.max_model_len,
+             "slo_ttft": c.slo_ttft, "replay": {"eval_table": int(c.eval_table),
+                                                "train_table": int(c.train_table)},
+             "rate_per_window": su.rate_ref is not None, "rate_ref_rps": su.rate_ref,
+             "prefix_cache": {"on": su.cache, "env_blocks_per_slot": su.cache_blocks,
+                              "blocks_per_slot": {x.name: list(su.cache_caps(x.cluster))
+                                                  for x in [main] + others + [held]}
+                              if su.cache else None},
              "plot": plot}
-  name = NAME if not eval_trace else f"{NAME}_eval"
+  name = rec if not eval_trace else f"{rec}_eval"
   results.write_results(name, mode="quick" if quick else "full", config=c, seeds=seeds,
                         claims=claims, wall_time_s=time.time() - t0, payload=payload,
                         markdown=md)
@@ -267,7 +373,7 @@ def run(c, quick: bool, workdir: str, eval_trace: str | None = None,
   return {"claims": claims, "summary": summary, "heldout_summary": summary_h}
 
 
-def _learned(c, env, params, seeds, teacher_pp, workdir, reuse, log):
+def _learned(c, env, params, seeds, teacher_pp, workdir, reuse, log, su: Setup):
   """PPO from scratch and PPO warm-started by BC, with budget checkpoints; cached in workdir
   (reused when the run key matches, or always with --reuse_policies / --eval_trace).
   Returns ({variant: [params stacked over seeds] per checkpoint}, curves, seconds, BC acc)."""
@@ -277,13 +383,14 @@ def _learned(c, env, params, seeds, teacher_pp, workdir, reuse, log):
   run_key = json.dumps([acfg.to_dict(), list(seeds), int(c.train_table), list(c.loads),
                         [list(x) for x in [c.cluster] + list(c.family_clusters)],
                         int(c.max_gpus), list(c.variants), int(c.budget_chunks),
-                        c.bc.to_dict()], sort_keys=True, default=str)
+                        c.bc.to_dict(), dataclasses.asdict(su), float(c.slo_ttft),
+                        int(c.eval_table)], sort_keys=True, default=str)
   saved = harness.load_policy(path) if os.path.exists(path) else None
   if saved is not None and (reuse or str(saved.get("key", "")) == run_key):
     ck = {v: [jax.tree.map(jnp.asarray, p) for p in saved["params"][v]] for v in saved["params"]}
     return ck, saved["curves"], saved["train_time"], np.asarray(saved["bc_acc"])
   mod = common.ALGOS[a]
-  pol = heuristics.router_switch(int(c.max_gpus), entity=True)
+  pol = heuristics.router_switch(int(c.max_gpus), entity=True, cache=su.cache)
   teacher = lambda obs, key: jax.vmap(pol, in_axes=(None, 0, 0))(
       teacher_pp, obs, jax.random.split(key, obs.shape[0]))
   ck, curves, train_time, bc_acc = {}, {}, {}, np.zeros(0)
@@ -305,7 +412,7 @@ def _learned(c, env, params, seeds, teacher_pp, workdir, reuse, log):
 def _engine_line(c, cluster) -> str:
   """The engine limits the run used (uniform or each GPU type's own)."""
   s = routing.engine_settings(tuple(cluster), c.engine_settings, c.cap, c.max_batched_tokens,
-                              c.slo_tpot)
+                              c.slo_tpot)    # cluster: GPU spec names
   if c.engine_settings == "uniform":
     return f"max_num_seqs {c.cap}, max_num_batched_tokens {c.max_batched_tokens} on every GPU"
   return ("per GPU type, vLLM defaults with the token budget cut to fit the TPOT SLO: "
@@ -335,7 +442,7 @@ def _cross_rows(c, summary, summary_h, ratios, ratios_h, policies, main, held, b
           f"{held.name} |", "|---|---|---|---|---|"]
   for ld in c.loads:
     for p in policies:
-      rl = p not in heuristics.ROUTERS
+      rl = p not in heuristics.CACHE_ROUTERS
       r = ratios_h.get(key_of(ld, held.best_heur[ld], p)) if rl else None
       mark = " (best)" if (not rl and p == held.best_heur[ld]) or p == best_rl[ld] else ""
       rows.append(f"| {p}{mark} | {ld} | {harness.fmt(summary[f'{p}@{ld}']['goodput'])} | "
@@ -360,16 +467,26 @@ def _sweep_rows(c, sweep_summary, variants, gains):
 
 def _markdown(c, main, held, others, summary, summary_h, policies, ratios, ratios_h, best_rl,
               n_tune_evals, train_time, bc_acc, teacher_fam, teacher_pp, teacher_ld,
-              sweep_summary, gains, variants, eval_trace, test_tr, clip):
+              sweep_summary, gains, variants, eval_trace, test_tr, clip, su, rec):
   fam = [main] + others
   a = c.algos[0]
+  specs = sorted({g for x in fam + [held] for g in x.specs})
   return "\n".join([
+      f"Trace `{c.trace}`, served by {su.model} on every GPU (cost_model.TRACE_MODELS; GPU specs "
+      f"{', '.join(specs)}), max_model_len {su.max_model_len:,} (the model's context capped at "
+      "the smallest KV capacity of the clusters' GPUs).",
+      "",
       "Heterogeneous routing on a token-level LLM serving simulator (ServingRoute-v0), "
-      f"continuous batching ({_engine_line(c, sorted({g for x in fam + [held] for g in x.cluster}))}), "
+      f"continuous batching ({_engine_line(c, specs)}), "
       f"SLO TTFT <= {c.slo_ttft} s and TPOT <= {c.slo_tpot} s, output-length predictor "
       f"accuracy {c.pred_acc}.",
       "",
-      _protocol_line(c),
+      _protocol_line(c) + (
+          f" Every replay is rescaled to offer the same mean rate (rate scale x the training "
+          f"part's {su.rate_ref:.3f} req/s; the trace's burst shape inside it kept), so a load "
+          "offers the same rate in every window." if su.rate_ref is not None else ""),
+      "",
+      _cache_line(su, fam + [held]),
       "",
       "Clusters (capacity = largest rate at which the BEST tuned heuristic, every grid point of "
       "every family a candidate at every probed rate, meets the SLO for 90% of requests on "
@@ -388,7 +505,7 @@ def _markdown(c, main, held, others, summary, summary_h, policies, ratios, ratio
       "window). Goodput = SLO-met requests per second of the offered window; throughput = "
       "completions inside it per second (DistServe basis, evaluate.metrics).",
       "",
-      common.clip_line(clip),
+      _clip_line(su, clip),
       "",
       f"RL: one entity-attention policy ({a.upper()}, agents/entities.py: GPU tokens with the "
       f"request's features, embed {c[a].entities.embed_dim}, {c[a].entities.num_heads} heads, "
@@ -409,7 +526,7 @@ def _markdown(c, main, held, others, summary, summary_h, policies, ratios, ratio
       "evaluations). Segregation = P(fast GPU | long) - P(fast GPU | short), long = output > "
       "256 tokens.",
       "", f"## Results on {main.name} (the claims' cluster)", "",
-      *common.results_rows(summary, policies, c.loads, segregation=True),
+      *_results_rows(summary, policies, c.loads, su.cache),
       "", "## Ratios", "", *common.ratio_rows(ratios), "",
       "Best RL per load (training windows): " + ", ".join(
           f"{ld}: {v}" for ld, v in best_rl.items()),
@@ -429,8 +546,42 @@ def _markdown(c, main, held, others, summary, summary_h, policies, ratios, ratio
       *_sweep_rows(c, sweep_summary, variants, gains), "",
       "Tuned baseline knobs: " + common.knob_line(
           {k: v for k, v in main.tuned.items() if k[0] in ("lot", "sita", "idle_first",
-                                                           "least_work")}), "",
-      f"![routing]({NAME}.png)"])
+                                                           "least_work", "cache_aware")}), "",
+      f"![routing]({rec}.png)"])
+
+
+def _results_rows(summary, policies, loads, cache: bool) -> list[str]:
+  """`serving_common.results_rows` (with segregation), plus the prefix-cache hit rate (prompt
+  tokens served from the cache / prompt tokens admitted) where the cache is on."""
+  rows = common.results_rows(summary, policies, loads, segregation=True)
+  if not cache:
+    return rows
+  cells = [summary[f"{p}@{ld}"].get("cache_hit_rate", [float("nan")] * 3)
+           for ld in loads for p in policies]
+  return ([rows[0] + " cache hit |", rows[1] + "---|"]
+          + [r + f" {h[0]:.3f} |" for r, h in zip(rows[2:], cells)])
+
+
+def _cache_line(su: Setup, clusters) -> str:
+  if not su.cache:
+    return ("No prefix cache (the trace has no prompt block ids)." if su.trace != "mooncake_conv"
+            else "Prefix cache off (config.prefix_cache).")
+  return ("Prefix caching on (per-GPU LRU of 512-token prompt blocks keyed by the trace's "
+          "hash_ids; entries per GPU = its KV capacity in 512-token blocks: "
+          + "; ".join(f"{x.name} {list(su.cache_caps(x.cluster))[:len(x.cluster)]}"
+                      for x in clusters)
+          + "); the cache-aware router (SGLang's, heuristics.cache_aware, thr / bal_abs tuned "
+          "on heuristics.cache_grid) is one of the tuned families and the observation carries "
+          "each GPU's prefix match. `cache hit` = prompt tokens served from the cache / prompt "
+          "tokens admitted.")
+
+
+def _clip_line(su: Setup, clip) -> str:
+  return (f"Context clipping ({su.model}, {su.max_model_len:,}-token context: output <= 2048, "
+          "prompt left-truncated to the context - output): " + "; ".join(
+              f"{k}: {v['clipped_share']:.1%} of {v['requests']} requests clipped "
+              f"({v['prompt_tokens_removed_share']:.1%} of prompt tokens removed)"
+              for k, v in clip.items()) + ".")
 
 
 def _plot(c, summary, summary_h, policies, curves, sweep_summary, variants, main, held, path):
@@ -438,7 +589,7 @@ def _plot(c, summary, summary_h, policies, curves, sweep_summary, variants, main
   fig, axes = plt.subplots(1, 4, figsize=(20, 4))
   for ax, summ, cl in ((axes[0], summary, main), (axes[1], summary_h, held)):
     for p in policies:
-      rl = p not in heuristics.ROUTERS
+      rl = p not in heuristics.CACHE_ROUTERS
       plotting.errorbar_ci(ax, list(c.loads), [summ[f"{p}@{ld}"]["goodput"] for ld in c.loads],
                            fmt="-o" if rl else "--.", label=p, lw=2 if rl else 1)
     ax.set_xlabel("load (fraction of the cluster's capacity)")

@@ -206,10 +206,25 @@ STATIC_FAMILIES = ("static_b", "timeout", "idle_only")
 STATIC_KNOBS = {"b_idx": 1, "b": 1, "timeout": 1.0}
 
 
-def router_switch(n_gpus: int, entity: bool = False):
-  """One policy for all routers: params {"which": index into ROUTERS, **ROUTER_KNOBS}, so the
-  whole baseline suite compiles once (entity: on the entity-set observation)."""
-  fns = [make_router(r, n_gpus, entity) for r in ROUTERS]
+CACHE_ROUTERS = ROUTERS + ("cache_aware",)
+CACHE_KNOBS = {"thr": 0.3, "bal_abs": 64.0, "bal_rel": 1.5}   # SGLang's defaults
+
+
+def routers(cache: bool = False) -> tuple[str, ...]:
+  """The routers of `router_switch`: ROUTERS, plus cache_aware (last) with the prefix cache."""
+  return CACHE_ROUTERS if cache else ROUTERS
+
+
+def router_grids(cache: bool = False):
+  """`routing_grids`, plus the cache-aware router's `cache_grid` with the prefix cache."""
+  return routing_grids() | (cache_grid() if cache else {})
+
+
+def router_switch(n_gpus: int, entity: bool = False, cache: bool = False):
+  """One policy for all routers: params {"which": index into `routers(cache)`, **ROUTER_KNOBS
+  (and CACHE_KNOBS with the cache)}, so the whole baseline suite compiles once (entity: on the
+  entity-set observation; cache: the observation has the prefix-match feature)."""
+  fns = [make_router(r, n_gpus, entity) for r in routers(cache)]
 
   def policy(params, obs, key):
     branches = [lambda o, k, f=f: f(params, o, k).astype(jnp.int32) for f in fns]
@@ -218,10 +233,12 @@ def router_switch(n_gpus: int, entity: bool = False):
   return policy
 
 
-def router_params(name: str, knobs: dict) -> dict:
-  d = dict(ROUTER_KNOBS)
+def router_params(name: str, knobs: dict, cache: bool = False) -> dict:
+  """Switch params of router `name` (`router_switch(..., cache)`: same keys for every router, so
+  grids of all families stack)."""
+  d = dict(ROUTER_KNOBS) | (CACHE_KNOBS if cache else {})
   d.update(knobs)
-  d["which"] = ROUTERS.index(name)
+  d["which"] = routers(cache).index(name)
   return {k: jnp.asarray(v, jnp.int32 if k == "which" else jnp.float32) for k, v in d.items()}
 
 
@@ -251,7 +268,8 @@ def cap_params(knobs: dict) -> dict:
 # Knobs that a family actually uses (what reports print).
 FAMILY_KNOBS = {"static_b": ("b",), "timeout": ("b", "timeout"), "idle_only": ("b",),
                 "fixed_cap": ("a",), "lot": ("w",), "sita": ("w", "threshold"),
-                "idle_first": ("w",), "least_work": ("c",)}
+                "idle_first": ("w",), "least_work": ("c",),
+                "cache_aware": ("thr", "bal_abs", "bal_rel")}
 
 
 def describe(name: str, params: dict) -> str:

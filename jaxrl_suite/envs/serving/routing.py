@@ -66,6 +66,10 @@ class EnvParams(env_base.ServingParams):
   cap: Any = 128                  # max_num_seqs: one for every engine or a tuple per GPU
   drain_dt: float = 2.0           # s per step once every request is routed
   present: Any = None             # bool [G]: GPU slots of the cluster (None: all present)
+  # int [G]: prefix-cache entries each GPU slot may hold (<= the env's cache_blocks, the
+  # row width); None: the env's cache_blocks. Data, so one env serves clusters whose GPU
+  # types (and KV capacities) sit in different slots.
+  cache_caps: Any = None
 
 
 def _type_onehot(type_id):
@@ -120,6 +124,12 @@ class ServingRoute(env_base.EventEnv):
                                    workload.draw_rate(key, params.rate_scale, params.rate_mults),
                                    params.window_start, params.pred_acc)
     eng = engine.init_engine(req, self.n_gpus, params.cap, self.window, self.cache_blocks)
+    if self.cache_blocks is not None and params.cache_caps is not None:
+      # entries beyond a slot's capacity are +inf (never used), as init_engine marks them
+      width = eng.c_time.shape[-1]
+      beyond = jnp.arange(width)[None, :] >= jnp.asarray(params.cache_caps, jnp.int32)[:, None]
+      eng = eng.replace(c_time=jnp.where(beyond, engine.INF, -engine.INF).astype(
+          eng.c_time.dtype))
     state = EnvState(eng=eng, req=req, t=req.arrival[0], nxt=jnp.zeros((), jnp.int32),
                      n_good=jnp.zeros((), jnp.int32), time=jnp.zeros((), jnp.int32))
     return self.get_obs(state, params), state
@@ -223,11 +233,14 @@ def default_params(cluster: Sequence[str] = DEFAULT_CLUSTER, trace: str | traces
                    "azure_conv", train_frac: float | None = 0.6, part: str = "early",
                    max_batched_tokens: int = 2048, max_model_len: int = 4096,
                    prefix_cache: bool = False, max_gpus: int | None = None,
+                   rate_window: int | None = None, rate_ref: float | None = None,
                    **overrides: Any) -> EnvParams:
   """Params for a cluster of GPU types over (the early part of) a trace (with its prompt
   block ids if `prefix_cache`). max_gpus: pad the cluster to that many GPU slots (entity
   observation): padding slots repeat the last GPU type, are absent (`present` False) and never
-  receive a request; per-GPU `cap` / `max_batched_tokens` tuples are padded the same way."""
+  receive a request; per-GPU `cap` / `max_batched_tokens` tuples are padded the same way.
+  rate_window = K: every K-request window offers the mean rate rate_ref (default: the trace
+  part's own) x rate_scale (`workload.trace_arrays`); None: arrivals as recorded."""
   tr = traces.load_shipped(trace) if isinstance(trace, str) else trace
   if train_frac is not None:
     early, late = tr.split(train_frac)
@@ -243,8 +256,21 @@ def default_params(cluster: Sequence[str] = DEFAULT_CLUSTER, trace: str | traces
     overrides["cap"] = pad(overrides["cap"])
   if max_gpus is not None:
     overrides["present"] = jnp.arange(g) < n
-  return EnvParams(hw=hw, trace=workload.trace_arrays(tr, max_model_len, hashes=prefix_cache),
-                   **overrides)
+  ta = workload.trace_arrays(tr, max_model_len, hashes=prefix_cache, rate_window=rate_window,
+                            rate_ref=rate_ref)
+  return EnvParams(hw=hw, trace=ta, **overrides)
+
+
+def cluster_specs(cluster: Sequence[str], model: str) -> tuple[str, ...]:
+  """GPU spec names (cost_model.GPU_TYPES keys) of a cluster of generic GPU types ("H100-7B",
+  ...) serving `model` (cost_model.spec_for): "H100-8B" etc. for Llama-3.1-8B."""
+  return tuple(cost_model.spec_for(g, model).name for g in cluster)
+
+
+def context_of(specs: Sequence[str]) -> int:
+  """max_model_len a router over these GPU specs can accept: the model's context, capped at the
+  smallest KV capacity (every request must fit on every GPU the router may pick)."""
+  return min(cost_model.max_model_len_of(cost_model.GPU_TYPES[s]) for s in specs)
 
 
 def default_cache_blocks(cluster: Sequence[str]) -> tuple[int, ...]:
@@ -270,12 +296,15 @@ def engine_settings(cluster: Sequence[str], mode: str, cap: int, max_batched_tok
 def make_routing(n_gpus: int | None = None, table_size: int = 128, max_events: int = 256,
                  cluster: Sequence[str] = DEFAULT_CLUSTER, fast_forward: bool = True,
                  window: int | None = None, cache_blocks=None, entity_obs: bool = False,
-                 max_gpus: int | None = None, **param_overrides: Any):
+                 max_gpus: int | None = None, rate_per_window: bool = False,
+                 **param_overrides: Any):
   """Factory for `ServingRoute-v0`: returns (env, env_params). `window`: engine slots (None =
   table_size; see env_base.EventEnv). cache_blocks: prefix cache entries per GPU (an int, a
   tuple, "auto" = `default_cache_blocks`, None = no cache; needs a trace with hash_ids).
   entity_obs: the entity-set observation over `max_gpus` GPU slots (default: the cluster's
-  size); the old flat observation otherwise (what the measured results used)."""
+  size); the old flat observation otherwise (what the measured results used).
+  rate_per_window: every episode (table_size requests) offers the same mean rate, rate_ref
+  (default the trace part's) x rate_scale (`workload.trace_arrays`)."""
   if n_gpus is not None and n_gpus != len(cluster):
     raise ValueError(f"n_gpus={n_gpus} does not match cluster {cluster}")
   if max_gpus is not None and not entity_obs:
@@ -284,11 +313,14 @@ def make_routing(n_gpus: int | None = None, table_size: int = 128, max_events: i
     cache_blocks = default_cache_blocks(cluster)
   slots = int(max_gpus) if max_gpus is not None else len(cluster)
   if isinstance(cache_blocks, (tuple, list)):
-    cache_blocks = tuple(cache_blocks) + (tuple(cache_blocks)[-1],) * (slots - len(cluster))
+    # one per GPU of the cluster (padding slots repeat the last) or already one per slot
+    cache_blocks = tuple(cache_blocks) + (tuple(cache_blocks)[-1],) * (slots - len(cache_blocks))
   env = ServingRoute(slots, table_size, max_events, fast_forward, window, cache_blocks,
                      entity_obs)
   return env, default_params(cluster=cluster, prefix_cache=cache_blocks is not None,
-                             max_gpus=max_gpus if entity_obs else None, **param_overrides)
+                             max_gpus=max_gpus if entity_obs else None,
+                             rate_window=table_size if rate_per_window else None,
+                             **param_overrides)
 
 
 # ------------------------------------------------------------------------------ cluster family
@@ -297,12 +329,14 @@ def make_routing(n_gpus: int | None = None, table_size: int = 128, max_events: i
 class FamilyParams:
   """A family of C clusters on one entity env: `base` (trace, SLO, ... and cluster 0's
   hardware), and per cluster c the hardware `hw` [C, G], `present` [C, G], `cap` [C, G] and the
-  rate scale `scale` [C] (each cluster's own capacity, so a load means the same everywhere)."""
+  rate scale `scale` [C] (each cluster's own capacity, so a load means the same everywhere);
+  with the prefix cache, its entries per slot `cache_caps` [C, G] (None: the env's)."""
   base: EnvParams
   hw: engine.Hardware
   present: jax.Array
   cap: jax.Array
   scale: jax.Array
+  cache_caps: Any = None
 
 
 def stack_family(params: Sequence[EnvParams], scales: Sequence[float]) -> FamilyParams:
@@ -313,13 +347,16 @@ def stack_family(params: Sequence[EnvParams], scales: Sequence[float]) -> Family
       base=params[0], hw=jax.tree.map(lambda *x: st(x), *[p.hw for p in params]),
       present=st([present_of(p, g) for p in params]),
       cap=st([jnp.broadcast_to(jnp.asarray(p.cap, jnp.int32), (g,)) for p in params]),
-      scale=jnp.asarray(scales, jnp.float32))
+      scale=jnp.asarray(scales, jnp.float32),
+      cache_caps=None if params[0].cache_caps is None else st(
+          [jnp.asarray(p.cache_caps, jnp.int32) for p in params]))
 
 
 def cluster_params(fp: FamilyParams, c) -> EnvParams:
   """The env params of cluster c of the family (c may be traced)."""
-  return fp.base.replace(hw=jax.tree.map(lambda x: x[c], fp.hw), present=fp.present[c],
-                         cap=fp.cap[c], rate_scale=fp.scale[c])
+  out = fp.base.replace(hw=jax.tree.map(lambda x: x[c], fp.hw), present=fp.present[c],
+                        cap=fp.cap[c], rate_scale=fp.scale[c])
+  return out if fp.cache_caps is None else out.replace(cache_caps=fp.cache_caps[c])
 
 
 @struct.dataclass
