@@ -110,6 +110,16 @@ def _plannable(lay, heel_init_max: float = 1.0, n: int = 500, min_rate: float = 
   return ok >= min_rate * n
 
 
+def host_info() -> dict[str, Any]:
+  """What the numbers depend on beyond code, config and seeds: XLA:CPU splits large reductions
+  over an intra-op thread pool sized by the CPUs this process may use, so the same commit and
+  seeds round differently on a different CPU count (and PPO then diverges: docs/ballast.md,
+  "Determinism"); two runs are bitwise comparable only when these fields agree."""
+  cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+  return {"cpus": int(cpus or 0), "xla_flags": os.environ.get("XLA_FLAGS", ""),
+          "backend": jax.default_backend()}
+
+
 def _boot(rng, n_boot, n):
   return rng.integers(0, n, (n_boot, n))
 
@@ -310,7 +320,7 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
                     for s in sweeps[v]] for v in sweeps},
       "flattening": flattening, "training_curves": curves, "timings": timings,
       "decision_step_h": dt_h, "max_steps": max_steps,
-      "diagnosis_f1": diag_table}
+      "diagnosis_f1": diag_table, "host": host_info()}
   md = _markdown(c, payload, table, comparisons)
   rdir = results_dir or (os.path.join(workdir, "results") if quick else None)
   path = results.write_results(NAME, mode="quick" if quick else "full", config=c,
@@ -550,7 +560,9 @@ def _markdown(c, payload, table, comparisons) -> str:
       f"head aux_coef {c.ppo.aux_coef}; decision step {payload['decision_step_h']:.3f} h; "
       f"{c.eval_episodes} paired episodes per evaluation layout. Decision steps `steps_eff`: a "
       "failed episode counts at the step limit. Heel-aware comparator per layout (fewer mean "
-      f"steps of one command / a command per pump): {payload['heel_aware_comparator']}.",
+      f"steps of one command / a command per pump): {payload['heel_aware_comparator']}. "
+      f"Host: {payload['host']['cpus']} CPUs ({payload['host']['backend']}); the numbers are "
+      "bitwise reproducible on the same CPU count only (docs/ballast.md, Determinism).",
       "Diagnosis: F1 on the edges each episode exercised, RL head vs the reference diagnoser on "
       "the same final observations (section below).", ""]
   for group, rows in table.items():
