@@ -178,6 +178,21 @@ class EnvParams:
   info_vol: float = 25.0  # m3; ~4 sigma of a sounding difference (1,800 m3 tank, 0.25%)
   # privileged: put the true clog vector into the observation (B-oracle only; -1 otherwise)
   reveal_clog: bool = False
+  # optional episode bank (NetBank, net_bank.make_v2_bank: checked-finishable episodes); when
+  # set, reset draws a bank row uniformly instead of generating (None: the generator below)
+  bank: Any = None
+
+
+@struct.dataclass
+class NetBank:
+  """Episodes for BallastNet-v0 reset: vol0[N, T] / target[N, T] m3, m_heel0[N] / m_trim0[N]
+  cargo moments (t*m), clog[N, E] hidden conductances, n_blocked[N] int (for reports)."""
+  vol0: jax.Array
+  target: jax.Array
+  m_heel0: jax.Array
+  m_trim0: jax.Array
+  clog: jax.Array
+  n_blocked: jax.Array
 
 
 def obs_fields(task: str = "v1") -> list[tuple[str, tuple[int, ...]]]:
@@ -458,6 +473,19 @@ class BallastNet(environment.Environment[EnvState, EnvParams]):
     need_drain = vol0 - target > params.tol
     return jnp.all((~need_fill | fill_ok) & (~need_drain | drain_ok))
 
+  def _generate(self, key, params: EnvParams):
+    """(vol0, target, m_heel0, m_trim0, trim_star, clog) from the generator (see reset_env)."""
+    n_c = n_clog_uniforms(params)
+    uni = jax.random.uniform(key, (N_PLAN_U + N_DRAWS * n_c,))
+    vol0, target, mh, mt, ts = self._draw_plan(uni[:N_PLAN_U], params)
+    clogs, b_idx, b_on = jax.vmap(_sample_clog_u, in_axes=(0, None))(
+        uni[N_PLAN_U:].reshape(N_DRAWS, n_c), params)
+    ok = jax.vmap(self._routes_ok, in_axes=(None, None, 0, 0, None))(vol0, target, b_idx, b_on,
+                                                                       params)
+    clog = jnp.where(ok.any(), clogs[jnp.argmax(ok)],
+                     jnp.where(clogs[0] <= 0.0, 1.0, clogs[0]))
+    return vol0, target, mh, mt, ts, clog
+
   def reset_env(self, key: chex.PRNGKey, params: EnvParams) -> tuple[jax.Array, EnvState]:
     # One plan, then rejection sampling of the clogs without a data-dependent loop: N_DRAWS clog
     # candidates in parallel, keep the first with which every job keeps a route (v1: about 93%
@@ -468,16 +496,14 @@ class BallastNet(environment.Environment[EnvState, EnvParams]):
     # but, under vmap, runs until the unluckiest ship of the batch is done. Everything random
     # comes from one uniform vector: the gymnax auto-reset evaluates reset_env on every step, so
     # its cost (PRNG bits, sorts) bounds the vmapped step rate.
-    n_c = n_clog_uniforms(params)
     key, knoise = jax.random.split(key)
-    uni = jax.random.uniform(key, (N_PLAN_U + N_DRAWS * n_c,))
-    vol0, target, mh, mt, ts = self._draw_plan(uni[:N_PLAN_U], params)
-    clogs, b_idx, b_on = jax.vmap(_sample_clog_u, in_axes=(0, None))(
-        uni[N_PLAN_U:].reshape(N_DRAWS, n_c), params)
-    ok = jax.vmap(self._routes_ok, in_axes=(None, None, 0, 0, None))(vol0, target, b_idx, b_on,
-                                                                       params)
-    clog = jnp.where(ok.any(), clogs[jnp.argmax(ok)],
-                     jnp.where(clogs[0] <= 0.0, 1.0, clogs[0]))
+    if params.bank is not None:   # a checked bank (net_bank): one row, uniformly
+      i = jax.random.randint(key, (), 0, params.bank.vol0.shape[0])
+      row = jax.tree.map(lambda x: x[i], params.bank)
+      vol0, target, mh, mt, clog = row.vol0, row.target, row.m_heel0, row.m_trim0, row.clog
+      ts = jnp.zeros(())
+    else:
+      vol0, target, mh, mt, ts, clog = self._generate(key, params)
     level = vol0 + params.sigma_level * params.cap * jax.random.normal(knoise, (T_MAX,))
     heel, _ = heel_trim(vol0, mh, mt, params)
     state = EnvState(
