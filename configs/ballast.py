@@ -48,6 +48,12 @@ def get_config(arg=None):
   # (oracle-v2) and believed (replan-v2) conductances, on the same paired episodes
   c.v2 = True
   c.v2_episodes = 1000
+  # v2 episodes from checked banks (envs/ballast/net_bank.py: every episode finishable by the
+  # true-clog v2 controller within t_limit, #blocked at the prior's exact quotas, rejection rate
+  # reported): one bank for training, one for evaluation, this many episodes each (reset draws a
+  # row uniformly). 0 = BallastNet-v0's unchecked generator (the results before issue #21's fix:
+  # ~36% of direct10's >= 2-blocked v2 episodes were not finishable).
+  c.v2_bank = 2048
   c.rl_v2 = _agent.default_config("v2")
   c.rl_v2.total_timesteps = 200_000      # per seed
   c.rl_v2_seeds = 3                      # vmapped in one jit
@@ -68,6 +74,9 @@ def validate(c) -> None:
   for f in ("n_episodes", "t_limit", "n_boot", "rl_seeds", "v2_episodes", "rl_v2_seeds"):
     if int(c[f]) <= 0:
       raise ValueError(f"config.{f} must be positive, got {c[f]}")
+  if not isinstance(c.v2_bank, int) or c.v2_bank < 0:
+    raise ValueError(f"config.v2_bank must be an int >= 0 (0 = unchecked generator), got "
+                     f"{c.v2_bank!r}")
   if not c.dt_minutes > 0:
     raise ValueError(f"config.dt_minutes must be positive, got {c.dt_minutes}")
   if any(not d > 0 for d in c.dt_sweep):

@@ -43,6 +43,7 @@ from jaxrl_suite.core import results, stats
 from jaxrl_suite.envs.ballast import baselines as B
 from jaxrl_suite.envs.ballast import make_ballast
 from jaxrl_suite.envs.ballast.diagnosis import diagnosis_metrics
+from jaxrl_suite.envs.ballast.net_bank import with_v2_bank
 from jaxrl_suite.envs.ballast.rollout import make_baseline_evaluate, make_switch_evaluate
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -188,15 +189,45 @@ def _seed_check(params, metrics) -> dict:
   return {"max_abs_param_diff_vs_seed0": dist, "w_resid": w, "curve": curve}
 
 
+def _v2_bank_lines(banks: dict) -> list[str]:
+  """Markdown lines on where the v2 episodes come from (checked banks or the raw generator)."""
+  if not banks:
+    return ["Episodes: BallastNet-v0's unchecked v2 generator (config.v2_bank = 0): not every "
+            "episode is finishable by oracle-v2.", ""]
+  out = [f"Episodes: checked banks (envs/ballast/net_bank.py), {banks['train']['n']} for training "
+         f"and {banks['eval']['n']} for evaluation (reset draws a row uniformly; built in "
+         f"{banks['wall_s']:.0f} s): every episode is finished by oracle-v2 (true clogs, "
+         f"noiseless soundings) within {banks['eval']['max_steps']} steps; #blocked at the "
+         "prior's exact quotas. Rejected candidates per #blocked stratum:", ""]
+  for name in ("train", "eval"):
+    r = banks[name]
+    per = ", ".join(f"{st['n_blocked']}: {st['rejected']}/{st['checked']} "
+                    f"({100 * st['rejection_rate']:.1f}%)" for st in r["strata"])
+    out.append(f"- {name} bank: {per}; all {100 * r['rejection_rate']:.1f}%")
+  r = banks["eval"]
+  mix = ", ".join(f"{k} {r['regimes_unchecked'][k]:.3f} -> {r['regimes_bank'][k]:.3f}"
+                  for k in r["regimes_bank"])
+  out += [f"- regime mix without the check -> in the eval bank: {mix}", ""]
+  return out
+
+
 def _run_v2(c, dt_h, bar) -> dict:
   """Task v2: PPO pump-pair agent (agent_v2, seeds vmapped) vs greedy replan-v2 / oracle-v2 on
   the same paired episodes; headline action mode chosen on selection episodes."""
   env2, p2 = make_ballast(layout=c.layout, task="v2", dt_h=dt_h, max_steps_in_episode=c.t_limit,
                           sigma_level=c.sigma_level)
+  banks = {}
+  p2_train = p2
+  if c.v2_bank:   # checked banks: every episode finishable by the true-clog v2 controller
+    bar.set_postfix_str("v2-banks")
+    t_bank = time.time()
+    p2_train, banks["train"] = with_v2_bank(env2, p2, n=c.v2_bank, seed=c.seed + 2, batch=512)
+    p2, banks["eval"] = with_v2_bank(env2, p2, n=c.v2_bank, seed=c.seed + 3, batch=512)
+    banks["wall_s"] = time.time() - t_bank
   bar.set_postfix_str("v2-train")
   t_train = time.time()
-  params2, m2 = _train(c.rl_v2, env2, p2, jax.random.split(jax.random.PRNGKey(c.seed + 1),
-                                                           c.rl_v2_seeds))
+  params2, m2 = _train(c.rl_v2, env2, p2_train,
+                       jax.random.split(jax.random.PRNGKey(c.seed + 1), c.rl_v2_seeds))
   t_train = time.time() - t_train
   bar.update()
   bar.set_postfix_str("v2-eval")
@@ -240,7 +271,7 @@ def _run_v2(c, dt_h, bar) -> dict:
     rows[rname]["rl_vs_replan"] = _saving(o2["rl-v2"]["steps"][sel], rep, c.n_boot, c.seed)
     rows[rname]["rl_gap_share"] = _gap_share(o2["rl-v2"]["steps"][sel], rep,
                                              o2["oracle-v2"]["steps"][sel], c.n_boot, c.seed)
-  return {"rows": rows, "mode": mode, "train_wall_s": t_train,
+  return {"rows": rows, "mode": mode, "train_wall_s": t_train, "banks": banks,
           "seeds": _seed_rows(by_mode, sel_steps, o2["replan-v2"]["steps"], blk, c),
           "seed_check": _seed_check(params2, m2),
           "train_curve": {k: np.asarray(v).tolist() for k, v in m2.items()
@@ -635,7 +666,7 @@ def _markdown(c, table, diag, sweep, v2, gen, t_train, rl_seed_rows, failures, m
             f"{c.rl_v2_seeds} seeds (trained in {v2['train_wall_s']:.0f} s), {v2['mode']} mode "
             "(chosen on selection episodes), per-episode mean over seeds. Steps mean [95% "
             "bootstrap CI] and success; savings vs greedy replan-v2 on the same "
-            f"{c.v2_episodes} episodes.", "",
+            f"{c.v2_episodes} episodes.", ""] + _v2_bank_lines(v2.get("banks", {})) + [
             "| regime | n | oracle-v2 | replan-v2 | rl-v2 | oracle-v2 saving | rl-v2 saving | "
             "rl-v2 gap share closed |", "|---|---|---|---|---|---|---|---|"]
     for rname, r in v2["rows"].items():

@@ -24,6 +24,23 @@ def test_config_validation_names_the_bad_field():
   c.baselines = ("tabu",)
   with pytest.raises(ValueError, match="oracle"):
     cfg.validate(c)
+  for bad in (-1,):          # (a float is refused by the ConfigDict itself)
+    c = cfg.get_config()
+    c.v2_bank = bad
+    with pytest.raises(ValueError, match="v2_bank"):
+      cfg.validate(c)
+
+
+def test_v2_bank_lines_report_rejections_and_the_regime_shift():
+  from experiments import ballast as X
+  assert "unchecked" in X._v2_bank_lines({})[0]
+  st = [{"n_blocked": b, "checked": 10, "rejected": b, "rejection_rate": b / 10}
+        for b in range(4)]
+  mix = {"none": 0.2, "1 blocked": 0.4, ">=2 blocked": 0.3, "partial only": 0.1}
+  r = {"n": 8, "max_steps": 96, "strata": st, "rejection_rate": 0.15,
+       "regimes_unchecked": mix, "regimes_bank": mix}
+  text = "\n".join(X._v2_bank_lines({"train": r, "eval": r, "wall_s": 3.0}))
+  assert "3: 3/10 (30.0%)" in text and "all 15.0%" in text and "none 0.200 -> 0.200" in text
 
 
 def test_agent_features_and_policy_on_two_layouts():
