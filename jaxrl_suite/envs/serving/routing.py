@@ -267,10 +267,16 @@ def cluster_specs(cluster: Sequence[str], model: str) -> tuple[str, ...]:
   return tuple(cost_model.spec_for(g, model).name for g in cluster)
 
 
-def context_of(specs: Sequence[str]) -> int:
+def context_of(specs: Sequence[str], watermark_frac: float = 0.01) -> int:
   """max_model_len a router over these GPU specs can accept: the model's context, capped at the
-  smallest KV capacity (every request must fit on every GPU the router may pick)."""
-  return min(cost_model.max_model_len_of(cost_model.GPU_TYPES[s]) for s in specs)
+  smallest KV capacity left above the admission watermark (every request must fit on every GPU
+  the router may pick: a request needing the whole KV of an L4 is never admitted, since the
+  engine keeps `watermark_frac` of the blocks free (engine.make_hardware), and its GPU then
+  spins max_events idle events per step to the episode's step cap)."""
+  def fits(spec):
+    free = spec.kv_blocks - int(watermark_frac * spec.kv_blocks)
+    return min(cost_model.max_model_len_of(spec), free * cost_model.BLOCK_TOKENS)
+  return min(fits(cost_model.GPU_TYPES[s]) for s in specs)
 
 
 def default_cache_blocks(cluster: Sequence[str]) -> tuple[int, ...]:
