@@ -79,16 +79,33 @@ def _config():
   return cli.config_for(cfg, _CONFIG.value, _QUICK.value)
 
 
-def pick_layouts(seed0: int, n: int, max_routes: int) -> list[dict[str, Any]]:
+def n_pumps(lay) -> int:
+  return sum(1 for nd in lay["nodes"] if nd.get("type") == "pump")
+
+
+def pick_layouts(seed0: int, n: int, max_routes: int, pumps=()) -> list[dict[str, Any]]:
   """The first n generated layouts from seed0 on whose route library fits max_routes, that have
   at least 3 blockable pipes (the clog prior places up to 3 blockages) and whose plans can start
-  within half the heel limit often enough (`_plannable`)."""
+  within half the heel limit often enough (`_plannable`). With `pumps` (n pump counts, a
+  multiset), a layout is taken only while its pump count is still wanted: the family's pump mix
+  is then fixed instead of drawn (the default family's training layouts have 1 pump in 5 of 6,
+  its held-out and shipped layouts 2-3)."""
+  want = list(pumps)
+  if want and len(want) != n:
+    raise ValueError(f"pumps={tuple(pumps)} must name one pump count per layout (n={n})")
   out, s = [], seed0
   while len(out) < n:
     lay = generate_layout(s, name=f"gen{s}")
+    if want and n_pumps(lay) not in want:
+      s += 1
+      if s - seed0 > 200 * n:
+        raise ValueError(f"too few generated layouts with pump counts {tuple(pumps)}")
+      continue
     if (len(enumerate_routes(lay)) <= max_routes and
         int((build_routes(lay, "auto")["block_w"] > 0).sum()) >= 3 and _plannable(lay)):
       out.append(lay)
+      if want:
+        want.remove(n_pumps(lay))
     s += 1
     if s - seed0 > 200 * n:
       raise ValueError(f"config.max_routes={max_routes}: too few generated layouts fit")
@@ -194,7 +211,7 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
   log = (lambda s: None) if quick else (lambda s: print(f"[{time.time() - t0:6.0f}s] {s}",
                                                         flush=True))
   timings: dict[str, float] = {}
-  train_lays = pick_layouts(c.train_seed0, c.n_train, c.max_routes)
+  train_lays = pick_layouts(c.train_seed0, c.n_train, c.max_routes, tuple(c.train_pumps))
   held_lays = pick_layouts(c.heldout_seed0, c.n_heldout, c.max_routes)
   ship_lays = [load_layout(n) for n in c.shipped]
   sizes = layout_sizes(train_lays + held_lays + ship_lays)

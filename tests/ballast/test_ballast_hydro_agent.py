@@ -126,7 +126,7 @@ def test_residual_switch_off_gives_w_no_gradient(direct10):
 @pytest.mark.parametrize("field,value", [
     ("n_seeds", 1), ("budget_updates", (40, 20)), ("chunk_updates", 7), ("ppo.lr", 0.0),
     ("ppo.num_minibatches", 3), ("agent.slots", 0), ("variants", ("rl_mlp",)),
-    ("reward_scale", 0.0)])
+    ("reward_scale", 0.0), ("train_pumps", (1, 2)), ("train_pumps", (1, 2, 3, 4, 1, 2))])
 def test_config_rejects_bad_fields(field, value):
   assert_config_rejects(cfg_mod, field, value)
 
@@ -173,3 +173,13 @@ def test_flattening_pairs_checkpoints_on_their_common_episodes():
   assert f["flattened"]                                             # +1 step: no gain
   # [S, N] is read as one layout
   assert X._paired_delta(np.zeros((2, 5)), np.ones((2, 5))).shape == (2, 5)
+
+
+def test_pick_layouts_fixes_the_pump_mix_when_asked():
+  from experiments import ballast_hydro as X
+  drawn = X.pick_layouts(1000, 3, 128)
+  mixed = X.pick_layouts(1000, 3, 128, (1, 2, 3))
+  assert sorted(X.n_pumps(l) for l in mixed) == [1, 2, 3]
+  assert mixed[0]["name"] == drawn[0]["name"]          # same scan order from seed0
+  with pytest.raises(ValueError, match="pumps"):
+    X.pick_layouts(1000, 3, 128, (1, 2))
