@@ -195,10 +195,22 @@ def head_feats(tb: Tables, pre: Pre, slot: int, taken: jax.Array, heel, lo, hi,
   route = jnp.concatenate([pre.base, dyn], -1)[order] * ok[:, None]
   adm_slot = admissible[order] & ok
   s = pre.score[order]
-  s_min = jnp.min(jnp.where(adm_slot, s, jnp.inf))
-  resid_r = jnp.where(adm_slot, -jnp.minimum(s - s_min, R_CLIP), -R_CLIP)
   any_adm = adm_slot.any()
-  resid_noop = jnp.where(any_adm | (slot == 0), -R_CLIP, 0.0)
+  # The residual (the ablation) prefers what the replanner would: among this slot's admissible
+  # candidates that avoid every known failure set (score < w_fail), the best-scored. A pump
+  # whose candidates all run through known failures stays idle (NOOP preferred) when another
+  # pump has a working route, as the replanner, whose first command is the best route of ANY
+  # pump, leaves it idle; only when no pump has one does slot 0 have to move (the replanner's
+  # "progress must go on"). Before, a pump-0 route through a known blocked pipe scored as
+  # slot 0's best (its score relative to pump 0's own candidates) and, each step, locked the
+  # shared pipes out of the other pumps' working routes: on a 3-pump layout the untrained
+  # residual agent failed half of the 1-blocked episodes the replanner finished.
+  working = adm_slot & (s < bp.w_fail)
+  any_work = working.any()
+  work_any_pump = (pre.free & taken & admissible & (pre.score < bp.w_fail)).any()
+  s_min = jnp.min(jnp.where(working, s, jnp.inf))
+  resid_r = jnp.where(working, -jnp.minimum(s - s_min, R_CLIP), -R_CLIP)
+  resid_noop = jnp.where(any_work | ((slot == 0) & ~work_any_pump), -R_CLIP, 0.0)
   slot_oh = jax.nn.one_hot(slot, MAX_PUMPS)
   glob = jnp.concatenate([jnp.stack([
       heel / lim, hi / lim, lo / lim, jnp.float32(slot < P) * p.pump_mask[min(slot, P - 1)],

@@ -183,3 +183,30 @@ def test_pick_layouts_fixes_the_pump_mix_when_asked():
   assert mixed[0]["name"] == drawn[0]["name"]          # same scan order from seed0
   with pytest.raises(ValueError, match="pumps"):
     X.pick_layouts(1000, 3, 128, (1, 2))
+
+
+def test_residual_never_prefers_a_route_through_a_known_failure(direct10):
+  """The ablation's replanner residual: when every candidate of pump 0 runs through a known
+  failure set (score >= w_fail) while pump 1 has a working admissible route, slot 0 prefers
+  NOOP (resid 0) and none of its routes; with no working route on any pump, slot 0 must move
+  (NOOP at -R, as the replanner's first command)."""
+  p = direct10
+  tb = A.make_tables(p, resid=True, api=ENV.agent_api)
+  obs, _ = ENV.reset(jax.random.PRNGKey(0), p)
+  pre = A.observe(tb, obs)
+  K = p.route_mask.shape[0]
+  pump0 = np.asarray(p.route_pump) == 0
+  taken = jnp.ones(K, bool)
+  M = min(CFG.slots, K)
+  h = pre.heel
+  hd = A.head_feats(tb, pre, 0, taken, h, h, h, M)
+  assert bool(hd.slot_mask[:-1].any())                            # pump 0 has candidates
+  assert float(hd.resid[-1]) == -A.R_CLIP and float(hd.resid[:-1].max()) == 0.0
+  fail = pre._replace(score=jnp.where(pump0, pre.score + 2 * tb.bp.w_fail, pre.score))
+  hd1 = A.head_feats(tb, fail, 1, taken, h, h, h, M)
+  assert float(hd1.resid[:-1].max()) == 0.0                       # pump 1 still works
+  hd0 = A.head_feats(tb, fail, 0, taken, h, h, h, M)
+  assert float(hd0.resid[-1]) == 0.0
+  assert bool((hd0.resid[:-1] == -A.R_CLIP).all())
+  dead = pre._replace(score=pre.score + 2 * tb.bp.w_fail)          # nothing works anywhere
+  assert float(A.head_feats(tb, dead, 0, taken, h, h, h, M).resid[-1]) == -A.R_CLIP
