@@ -8,6 +8,9 @@ in the same harness (reference, random actions).
 
   python -m experiments.bench_ballast [--ships 4096] [--steps 64]
   python -m experiments.bench_ballast --hydro [--bank 512] [--layouts ring14,direct10,gen:7]
+  python -m experiments.bench_ballast --v2_bank --bank 2048 --layouts ring14,direct10
+  python -m experiments.bench_ballast --train_hash 4      (also under `taskset -c 0`)
+  python -m experiments.bench_ballast --resid_probe
 
 --hydro instead reports BallastHydro-v0 (hydraulic env): per layout (shipped names, JSON paths,
 or gen:SEED for a generated layout), the episode bank (rejections per #blocked stratum, episodes
@@ -46,6 +49,15 @@ _HYDRO = flags.DEFINE_bool("hydro", False, "report BallastHydro-v0 banks and bas
 _BANK = flags.DEFINE_integer("bank", 512, "episodes per bank (--hydro)")
 _LAYOUTS = flags.DEFINE_list("layouts", ["ring14", "direct10", "gen:7"],
                              "layouts for --hydro: shipped names, JSON paths or gen:SEED")
+_V2_BANK = flags.DEFINE_bool("v2_bank", False, "report checked BallastNet v2 banks (--layouts, "
+                             "shipped names; --bank episodes) instead")
+_TRAIN_HASH = flags.DEFINE_integer("train_hash", 0, "instead: train rl_gru (full ballast_hydro "
+                                   "config, 16-episode banks on the first 4 training layouts) "
+                                   "for this many 5-update chunks and print a parameter hash "
+                                   "after each (compare processes, e.g. under taskset)")
+_RESID_PROBE = flags.DEFINE_bool("resid_probe", False, "instead: the untrained residual agent "
+                                 "(rl_gru_resid at init) vs the heel-aware replanner on the "
+                                 "held-out and shipped layouts' >=1-blocked episodes")
 
 
 def _bench(env, params, act_fn, ships: int, steps: int) -> tuple[float, float]:
@@ -126,9 +138,111 @@ def hydro_report(layouts, n_bank: int, ships: int, steps: int) -> None:
           f"({sps[1]:,.0f} per CPU-s)")
 
 
+def v2_bank_report(layouts, n: int) -> None:
+  """Checked v2 banks (envs/ballast/net_bank.py): rejections per #blocked stratum and the
+  regime mix without the check vs in the bank, per layout (seed 3, default env params)."""
+  from jaxrl_suite.envs.ballast import net_bank as NB
+  for name in layouts:
+    env, p = make_ballast(layout=name, task="v2")
+    t = time.time()
+    _, r = NB.make_v2_bank(env, p, n=n, seed=3, batch=512)
+    per = ", ".join(f"{s['n_blocked']}: {s['rejected']}/{s['checked']} "
+                    f"({100 * s['rejection_rate']:.1f}%)" for s in r["strata"])
+    print(f"{name}: {n} episodes in {time.time() - t:.0f} s; rejected per #blocked {per}; all "
+          f"{100 * r['rejection_rate']:.1f}%")
+    print("  regimes without the check -> bank: " + ", ".join(
+        f"{k} {r['regimes_unchecked'][k]:.3f} -> {r['regimes_bank'][k]:.3f}"
+        for k in r["regimes_bank"]))
+    print("  with a partial clog, checked -> accepted: " + ", ".join(
+        f"{s['n_blocked']}: {s['with_partial_checked']:.3f} -> {s['with_partial_accepted']:.3f}"
+        for s in r["strata"]))
+
+
+def _hydro_family(n_bank: int, n_train: int, seed: int):
+  """(config, train envs, held-out + shipped envs by name) of the full ballast_hydro config."""
+  import configs.ballast_hydro as cfg_mod
+  from experiments import ballast_hydro as X
+  from jaxrl_suite.envs.ballast import load_layout, make_hydro
+  from jaxrl_suite.envs.ballast.routes import layout_sizes
+  c = cfg_mod.get_config()
+  tr = X.pick_layouts(c.train_seed0, c.n_train, c.max_routes)
+  held = X.pick_layouts(c.heldout_seed0, c.n_heldout, c.max_routes)
+  ship = [load_layout(n) for n in c.shipped]
+  sizes = layout_sizes(tr + held + ship)
+  mk = lambda l, s: make_hydro(l, n_bank=n_bank, seed=s, sizes=sizes,
+                               reward_scale=c.reward_scale)
+  return (c, [mk(l, 0) for l in tr[:n_train]],
+          {l["name"]: mk(l, seed) for l in held + ship} if seed >= 0 else {})
+
+
+def train_hash(n_chunks: int) -> None:
+  """Per-chunk sha256 of rl_gru's parameters [3 seeds] (full PPO / agent config)."""
+  import hashlib
+  import numpy as np
+  from jaxrl_suite.agents import ballast_hydro as A
+  c, envs, _ = _hydro_family(16, 4, -1)
+  env = envs[0][0]
+  tabs = [A.make_tables(p, False, env.agent_api) for _, p, _ in envs]
+  init, chunk = A.make_trainer(c, env, 5 * n_chunks, c.chunk_updates)
+  keys = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(0), 100), c.n_seeds)
+  state = init(keys, tabs[0])
+  cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+  print(f"{cpus} CPUs, XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}")
+  for i in range(n_chunks):
+    keys = jax.vmap(lambda k, i=i: jax.random.fold_in(k, i))(keys)
+    state, m = chunk(state, tabs[i % len(tabs)], keys)
+    h = hashlib.sha256()
+    for x in jax.tree.leaves(jax.device_get(state.params)):
+      h.update(np.asarray(x).tobytes())
+    print(f"chunk {i}: params {h.hexdigest()[:16]} episode_length "
+          f"{np.asarray(m['episode_length']).mean(-1).round(4).tolist()}", flush=True)
+
+
+def resid_probe(n: int = 64) -> None:
+  """Success on >=1-blocked episodes of rl_gru_resid at initialisation (the residual dominates:
+  w_init) and of the heel-aware replanner with a command per pump, same episodes."""
+  import numpy as np
+  from jaxrl_suite.agents import ballast_hydro as A
+  from jaxrl_suite.envs.ballast import hydro_baselines as HB
+  from jaxrl_suite.envs.ballast.hydro_rollout import (make_hydro_evaluate,
+                                                      make_hydro_evaluate_recurrent)
+  c, _, evals = _hydro_family(n, 0, 1)
+  env = next(iter(evals.values()))[0]
+  ms = int(next(iter(evals.values()))[1].max_steps_in_episode)
+  init, _ = A.make_trainer(c, env, 10, 5)
+  ev_b = make_hydro_evaluate(env, HB.hydro_policy, ms)
+  ev_r = jax.jit(jax.vmap(make_hydro_evaluate_recurrent(
+      env, A.make_policy(c.agent, greedy=True), jnp.zeros(c.agent.gru), ms),
+      in_axes=(None, (0, None), None, None)))
+  keys = jax.random.split(jax.random.PRNGKey(0), c.n_seeds)
+  pooled = {"resid": [], "replan": []}
+  for name, (_, p, _) in evals.items():
+    idx, ks = jnp.arange(n), jax.random.split(jax.random.PRNGKey(5), n)
+    m = np.asarray(p.bank.n_blocked) >= 1
+    hb = HB.make_hydro_baseline(p, "heel_replan", n_cmds=int(p.pump_mask.sum()))
+    rb = np.asarray(jax.device_get(ev_b(p, hb, idx, ks))["success"])[m]
+    tb = A.make_tables(p, True, env.agent_api)
+    rr = np.asarray(jax.device_get(ev_r(p, (init(keys, tb).params, tb), idx, ks))["success"])
+    rr = rr[:, m].ravel()
+    pooled["resid"].append(rr)
+    pooled["replan"].append(rb)
+    print(f"{name} ({int(p.pump_mask.sum())} pumps, {int(m.sum())} episodes x {c.n_seeds} init "
+          f"seeds): residual agent {rr.mean():.3f}, heel-aware replanner {rb.mean():.3f}")
+  print("pooled: " + ", ".join(f"{k} {np.concatenate(v).mean():.3f}" for k, v in pooled.items()))
+
+
 def main(argv):
   del argv
   ships, steps = _SHIPS.value, _STEPS.value
+  if _V2_BANK.value:
+    v2_bank_report(_LAYOUTS.value, _BANK.value)
+    return
+  if _TRAIN_HASH.value:
+    train_hash(_TRAIN_HASH.value)
+    return
+  if _RESID_PROBE.value:
+    resid_probe()
+    return
   if _HYDRO.value:
     hydro_report(_LAYOUTS.value, _BANK.value, ships, steps)
     return
