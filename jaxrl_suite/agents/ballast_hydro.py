@@ -38,9 +38,10 @@ acts from tank levels and the evidence fields only. `make_diagnose` scores the h
 episode (d_e > 0 on real edges = predicted clogged).
 
 Ablation "with the replanner residual": resid_m = -min(score_m - min_j score_j, R) on the
-heel-admissible slots (score = the replanner's -log(Q gain) + eps len + w_fail #sets), -R on
-inadmissible ones and NOOP (0 for NOOP on slots p > 0 when nothing is admissible), weight w
-learnable (init `w_init`); `resid_on` = 0 switches it off (w then gets no gradient). resid_on is
+working slots (heel-admissible and through no known failure set, score < w_fail; score = the
+replanner's -log(Q gain) + eps len + w_fail #sets), -R on the others; NOOP -R when the slot has
+a working route, else 0, except on slot 0 when no pump has a working route (then -R: something
+must move, as the replanner's first command); weight w learnable (init `w_init`); `resid_on` = 0 switches it off (w then gets no gradient). resid_on is
 a traced leaf of the tables, so both variants share one compiled program.
 
 Training across layouts: `make_trainer` builds the one learner (`algos/ppo`) inside a jitted
