@@ -54,10 +54,11 @@ KEYS = ("goodput", "slo_attainment", "cache_hit_rate", "ttft_p50", "ttft_p99", "
 def cluster_for(model: str) -> tuple[tuple[str, ...], int]:
   """(GPU spec names, max_model_len) of the default cluster serving `model`: each GPU type's
   spec for that model (cost_model.spec_for), the context capped at the smallest KV capacity
-  (every request must fit on every GPU the router may pick; an L4 holds ~52k tokens of
-  Llama-3.1-8B KV)."""
+  left above the admission watermark (routing.context_of: every request must fit on every GPU
+  the router may pick; an L4 holds ~52k tokens of Llama-3.1-8B KV)."""
   specs = [cost_model.spec_for(g, model) for g in routing.DEFAULT_CLUSTER]
-  return tuple(s.name for s in specs), min(cost_model.max_model_len_of(s) for s in specs)
+  names = tuple(s.name for s in specs)
+  return names, routing.context_of(names)
 
 
 def make_eval(tr: traces.Trace, k: int, window: int, cache: bool, model: str):
