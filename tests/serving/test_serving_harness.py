@@ -151,3 +151,10 @@ def test_capacity_is_set_by_the_best_tuned_heuristic():
                                                            (2.0, 0.2), 10.0)
   assert scale == pytest.approx(2 ** (5 / 4)) and cap == pytest.approx(10 * 2 ** (5 / 4))
   assert who.startswith("sita") and "threshold=512" in who
+  assert "lower bound" not in who
+  # A candidate meeting the SLO at every probed rate: the capacity is flagged as a lower bound.
+  grids["jsq"] = [mk(1e9)]
+  cap, scale, who = serving_common.best_heuristic_capacity(Stub(), grids, None, [0], None,
+                                                           (2.0, 0.2), 10.0)
+  assert scale == pytest.approx(2.0 ** (harness.CAPACITY_HI / 4))
+  assert who.startswith("jsq") and "lower bound" in who

@@ -139,11 +139,15 @@ def slo_capacity(ev: Evaluator, candidates: Sequence[Any], params, starts, key, 
                            type_id, lo, hi)[:2]
 
 
+CAPACITY_HI = 24   # highest probed rate: 2^(24/4) = 64 x the trace rate
+
+
 def slo_capacity_best(ev: Evaluator, candidates: Sequence[Any], params, starts, key, slo,
                       trace_rate: float, target: float = 0.9, type_id=None, lo: int = -8,
-                      hi: int = 24) -> tuple[float, float, int]:
+                      hi: int = CAPACITY_HI) -> tuple[float, float, int]:
   """`slo_capacity` plus the index of the candidate with the best attainment at the capacity
-  (the heuristic that sets it; -1 if none meets the target even at the lowest rate)."""
+  (the heuristic that sets it; -1 if none meets the target even at the lowest rate). A scale of
+  2^(hi/4) means the target held at every probed rate: the capacity is only a lower bound."""
   best: dict[int, tuple[float, int]] = {}
 
   def ok(i):
