@@ -190,10 +190,12 @@ def physical_slots(k: int, window: int | None) -> int:
 
 
 def init_engine(req: Requests, n_gpus: int, cap: jax.Array, window: int | None = None,
-                cache_blocks=None) -> Engine:
+                cache_blocks=None, cache_caps=None) -> Engine:
   """Empty table (`physical_slots` slots, at most `window` requests in flight) for the episode's
   requests `req` [K]. cache_blocks: prefix-cache entries per GPU (static ints, one for all or one
-  per GPU; needs `req.hashes`), None = no prefix cache."""
+  per GPU; needs `req.hashes`), None = no prefix cache. cache_caps: int [n_gpus], optional, may
+  be traced: entries each GPU actually uses (<= its cache_blocks, the row width), so one compiled
+  env serves clusters whose GPU types sit in different slots."""
   k = req.arrival.shape[0]
   w = physical_slots(k, window)
   fz = jnp.zeros((w,), req.arrival.dtype)
@@ -211,7 +213,8 @@ def init_engine(req: Requests, n_gpus: int, cap: jax.Array, window: int | None =
     if len(caps) != n_gpus or min(caps) < 1:
       raise ValueError(f"cache_blocks must be >= 1 per GPU ({n_gpus} GPUs), got {cache_blocks}")
     c = max(caps)
-    beyond = jnp.arange(c)[None, :] >= jnp.asarray(caps)[:, None]
+    used = jnp.asarray(caps if cache_caps is None else cache_caps, jnp.int32)
+    beyond = jnp.arange(c)[None, :] >= used[:, None]     # entries never used: time +inf
     cache = dict(cached=iz, c_hash=jnp.full((n_gpus, c), -1, jnp.int32),
                  c_time=jnp.where(beyond, INF, -INF).astype(fz.dtype))
   zi = jnp.zeros((), jnp.int32)

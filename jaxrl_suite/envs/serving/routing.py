@@ -123,13 +123,8 @@ class ServingRoute(env_base.EventEnv):
     req = workload.sample_requests(key, params.trace, self.table_size,
                                    workload.draw_rate(key, params.rate_scale, params.rate_mults),
                                    params.window_start, params.pred_acc)
-    eng = engine.init_engine(req, self.n_gpus, params.cap, self.window, self.cache_blocks)
-    if self.cache_blocks is not None and params.cache_caps is not None:
-      # entries beyond a slot's capacity are +inf (never used), as init_engine marks them
-      width = eng.c_time.shape[-1]
-      beyond = jnp.arange(width)[None, :] >= jnp.asarray(params.cache_caps, jnp.int32)[:, None]
-      eng = eng.replace(c_time=jnp.where(beyond, engine.INF, -engine.INF).astype(
-          eng.c_time.dtype))
+    eng = engine.init_engine(req, self.n_gpus, params.cap, self.window, self.cache_blocks,
+                             params.cache_caps)
     state = EnvState(eng=eng, req=req, t=req.arrival[0], nxt=jnp.zeros((), jnp.int32),
                      n_good=jnp.zeros((), jnp.int32), time=jnp.zeros((), jnp.int32))
     return self.get_obs(state, params), state
