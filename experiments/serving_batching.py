@@ -237,16 +237,8 @@ def run(c, quick: bool, workdir: str, eval_trace: str | None = None,
     clip[trace] = {"model": model, "max_model_len": mml, "slo_ttft": ct.slo_ttft,
                    "train part": traces.clip_stats(train_tr, mml),
                    "evaluation part": traces.clip_stats(test_tr, mml)}
-    # replays no longer than the evaluation part holds n_eval_windows times (disjoint
-    # windows), in multiples of 64; train on the same length
-    fit = int(c.eval_table)
-    if len(test_tr) // int(c.n_eval_windows) < fit:
-      fit = len(test_tr) // int(c.n_eval_windows) // 64 * 64
-    if fit < min(64, int(c.eval_table)):
-      raise traces.TraceError(f"{trace}: evaluation part of {len(test_tr)} requests is too short "
-                              f"for {c.n_eval_windows} windows of >= 64 requests")
+    fit, ct.train_table = common.replay_length(c, len(test_tr), trace)
     ct.eval_table = fit
-    ct.train_table = min(int(c.train_table), fit) if fit < int(c.eval_table) else c.train_table
     clip[trace]["replay"] = int(fit)
     for m in c.modes:
       out[(trace, m)] = run_mode(ct, m, trace, train_tr, test_tr, workdir, seeds,

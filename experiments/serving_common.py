@@ -109,6 +109,20 @@ def main(name: str, run, fl: dict[str, Any]) -> None:
         fl["reuse_policies"].value)
 
 
+def replay_length(c, n_eval_part: int, trace: str) -> tuple[int, int]:
+  """(eval_table, train_table) for an evaluation part of n_eval_part requests, one rule for
+  every serving study: replays no longer than the evaluation part holds n_eval_windows times
+  (disjoint windows), in multiples of 64; train on the same length when they are shortened."""
+  fit = int(c.eval_table)
+  if n_eval_part // int(c.n_eval_windows) < fit:
+    fit = n_eval_part // int(c.n_eval_windows) // 64 * 64
+  if fit < min(64, int(c.eval_table)):
+    raise traces.TraceError(f"{trace}: evaluation part of {n_eval_part} requests is too short "
+                            f"for {c.n_eval_windows} windows of >= 64 requests")
+  train = min(int(c.train_table), fit) if fit < int(c.eval_table) else int(c.train_table)
+  return fit, train
+
+
 def window_of(c) -> int | None:
   """The engine window of the config (None: the whole episode, the measured protocol)."""
   return int(c.window) if int(c.window) > 0 else None

@@ -21,7 +21,7 @@ to the smallest KV capacity of the clusters' GPUs, the trace's TTFT SLO (slo_ttf
 the prefix cache (per-GPU capacity = its KV in 512-token blocks) and the cache-aware router
 among the tuned families where the trace has hash_ids, every replay offering the same mean
 rate (rate_per_window), replays shortened to fit n_eval_windows disjoint windows of the
-evaluation part (serving_batching's rule).
+evaluation part (serving_common.replay_length, as serving_batching).
 
   python -m experiments.serving_routing [--quick] [--eval_trace PATH] [--config.x=...]
 """
@@ -89,26 +89,12 @@ class Setup:
     return _pad(routing.default_cache_blocks(self.specs(cluster)), self.max_gpus)
 
 
-def replay_length(c, n_eval_part: int, trace: str) -> tuple[int, int]:
-  """(eval_table, train_table) for an evaluation part of n_eval_part requests: serving_batching's
-  rule: replays no longer than the evaluation part holds n_eval_windows times (disjoint
-  windows), in multiples of 64; train on the same length."""
-  fit = int(c.eval_table)
-  if n_eval_part // int(c.n_eval_windows) < fit:
-    fit = n_eval_part // int(c.n_eval_windows) // 64 * 64
-  if fit < min(64, int(c.eval_table)):
-    raise traces.TraceError(f"{trace}: evaluation part of {n_eval_part} requests is too short "
-                            f"for {c.n_eval_windows} windows of >= 64 requests")
-  train = min(int(c.train_table), fit) if fit < int(c.eval_table) else int(c.train_table)
-  return fit, train
-
-
 def trace_setup(c, train_tr, test_tr):
   """(config for this trace, Setup): the trace's TTFT SLO and replay lengths in the config;
   model, context, prefix cache and rate reference in the Setup."""
   ct = c.copy_and_resolve_references()
   ct.slo_ttft = float(c.slo_ttft_by_trace.get(c.trace, c.slo_ttft))
-  ct.eval_table, ct.train_table = replay_length(c, len(test_tr), c.trace)
+  ct.eval_table, ct.train_table = common.replay_length(c, len(test_tr), c.trace)
   model = cost_model.TRACE_MODELS.get(c.trace, cost_model.LLAMA2_7B.name)
   specs = [routing.cluster_specs(cl, model) for cl in _clusters(c)]
   mml = routing.context_of([s for sp in specs for s in sp])
