@@ -26,8 +26,9 @@ def get_config(arg=None):
   # Pump counts of the training layouts (one per layout; () = as drawn). As drawn, 5 of the 6
   # training layouts have 1 pump while every held-out and shipped layout has 2-3, and the
   # residual agent's multi-pump commands fail blocked episodes on a 3-pump layout already at
-  # initialisation (docs/ballast.md, "rl_gru_resid"); (1, 2, 3, 1, 2, 3) trains on the mix.
-  c.train_pumps = ()
+  # initialisation (docs/ballast.md, "rl_gru_resid"); so the full run trains on the mix
+  # (override with n_train: give n_train counts, or () for the layouts as drawn).
+  c.train_pumps = (1, 2, 3, 1, 2, 3)
   c.heldout_seed0 = 5000
   c.n_heldout = 3
   c.shipped = ("ring14", "direct10")
@@ -57,6 +58,9 @@ def get_config(arg=None):
   c.resid_max_updates = 40           # rl_gru_resid's budget: its sweep stops at this checkpoint
   c.chunk_updates = 5                # updates per layout before switching to the next one
   c.flat_tol = 1.0
+  # Diagnosis on par with the reference diagnoser = the paired F1 difference's CI inside
+  # +/- diag_margin F1.
+  c.diag_margin = 0.05
   # Reward units: an episode return is ~-20..+10 at the env's scale; PPO's value clip (0.2 per
   # update) then keeps the critic far from its targets (value loss ~25, KL ~1e-7 at lr 3e-4: no
   # learning in a 40-update probe). At 0.1 returns are O(1): value loss ~0.3, KL ~5e-3, and the
@@ -72,6 +76,7 @@ def get_config(arg=None):
   if c.quick:
     c.n_seeds = 2
     c.n_train = 2
+    c.train_pumps = (2, 3)
     c.n_heldout = 1
     c.shipped = ("direct10",)
     c.max_routes = 128
@@ -121,6 +126,8 @@ def validate(c) -> None:
   if c.ppo.num_envs % c.ppo.num_minibatches:
     raise ValueError(f"config.ppo.num_minibatches={c.ppo.num_minibatches} must divide "
                      f"config.ppo.num_envs={c.ppo.num_envs} (the agent is recurrent)")
+  if not 0.0 < c.diag_margin < 1.0:
+    raise ValueError(f"config.diag_margin must be in (0, 1) F1, got {c.diag_margin!r}")
   if not c.ppo.aux_coef >= 0:
     raise ValueError(f"config.ppo.aux_coef must be >= 0, got {c.ppo.aux_coef!r}")
   for name in ("lr", "max_grad_norm", "clip_eps"):
