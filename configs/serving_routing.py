@@ -60,6 +60,9 @@ def get_config(arg=None):
   # the cache-aware router among the tuned families, on traces that have hash_ids (Mooncake).
   c.prefix_cache = True
   c.n_capacity_windows = 2 if quick else 4   # training windows of the capacity bisection
+  # Points per tuned router family (evenly spaced, ends kept; 0 = the whole grid). Quick: 2, a
+  # smoke test of the pipeline (with the cache grid, 35 points made Mooncake's quick run >18 min).
+  c.grid_points = 2 if quick else 0
   c.budget_chunks = 2 if quick else 4        # budget sweep: checkpoints at i / chunks of budget
   c.variants = ("scratch", "bc")             # PPO from scratch; PPO warm-started by BC
   c.algos = ("ppo",)                  # REINFORCE collapsed at loads >= 0.9 (aab50ea): dropped
@@ -98,6 +101,9 @@ def get_config(arg=None):
 def validate(config):
   serving_common.validate(config, positive=("cap", "max_gpus", "n_capacity_windows",
                                             "budget_chunks"))
+  if not isinstance(config.grid_points, int) or config.grid_points < 0 or config.grid_points == 1:
+    raise ValueError(f"config.grid_points must be 0 (the whole grid) or >= 2, got "
+                     f"{config.grid_points!r}")
   if config.trace not in traces.SHIPPED:
     raise ValueError(f"config.trace must be a shipped trace {sorted(traces.SHIPPED)}, got "
                      f"{config.trace!r}")

@@ -132,7 +132,7 @@ def run_mode(c, mode, trace, train_tr, test_tr, workdir, seeds, reuse=False):
   budget = {a: (int(c.continuous_timesteps) if mode == "continuous"
                 else int(c[a].total_timesteps)) for a in c.algos}
   learned, curves, train_time = common.learned_policies(
-      c, env_rl, p_rl, seeds, os.path.join(workdir, f"policies_{trace}_{mode}.pkl"), budget,
+      c, env_rl, p_rl, seeds, os.path.join(workdir, f"policies_{trace}_{mode}.npz"), budget,
       reuse, tag)
   learned = common.with_modes(c, learned)
 
@@ -219,10 +219,11 @@ def batching_verdict(ratios: dict, gains: dict) -> tuple[str, str]:
   return "inconclusive", "; ".join(why)
 
 
-def run(c, quick: bool, workdir: str, eval_trace: str | None = None,
+def run(c, quick: bool, workdir: str | None = None, eval_trace: str | None = None,
         reuse: bool = False) -> dict:
   t0 = time.time()
   common.config_module(NAME).validate(c)
+  workdir = workdir or f"workdirs/{NAME}"
   os.makedirs(workdir, exist_ok=True)
   seeds = list(range(c.seed, c.seed + c.num_seeds))
   # --eval_trace: the policies trained on the first trace, evaluated on the given file

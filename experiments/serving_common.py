@@ -40,7 +40,8 @@ def define_flags(name: str) -> dict[str, Any]:
       "config": config_flags.DEFINE_config_file(
           "config", os.path.join(ROOT, "configs", f"{name}.py"), "experiment config"),
       "quick": flags.DEFINE_bool("quick", False, "small, fast run (CI)"),
-      "workdir": flags.DEFINE_string("workdir", f"workdirs/{name}", "work directory"),
+      "workdir": flags.DEFINE_string(
+          "workdir", None, f"work directory (default workdirs/{name}, per trace for routing)"),
       "eval_trace": flags.DEFINE_string(
           "eval_trace", None, "evaluate the saved policies (and tuned baselines) on this trace"),
       "reuse_policies": flags.DEFINE_bool(

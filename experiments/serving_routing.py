@@ -144,18 +144,24 @@ class Cluster:
     self.type_id = np.asarray(self.p_train.hw.type_id)
 
 
-def _grids(hp, cache: bool):
-  return {name: [hp(name, g) for g in grid]
+def _grids(hp, cache: bool, points: int = 0):
+  """Tuning grids of every router family; `points` > 0 keeps that many evenly spaced points of
+  each family (ends included: quick mode's smoke test, not a tuning)."""
+  def thin(grid):
+    if not points or len(grid) <= points:
+      return grid
+    return [grid[i] for i in sorted({round(k * (len(grid) - 1) / max(points - 1, 1))
+                                     for k in range(points)})]
+  return {name: [hp(name, g) for g in thin(grid)]
           for name, grid in heuristics.router_grids(cache).items()}
 
 
-def run(c, quick: bool, workdir: str, eval_trace: str | None = None,
+def run(c, quick: bool, workdir: str | None = None, eval_trace: str | None = None,
         reuse: bool = False) -> dict:
   t0 = time.time()
   common.config_module(NAME).validate(c)
   rec = record_name(c.trace)
-  if rec != NAME and os.path.normpath(workdir) == os.path.normpath(f"workdirs/{NAME}"):
-    workdir = f"workdirs/{rec}"      # the default workdir: one per trace (cached policies)
+  workdir = workdir or f"workdirs/{rec}"      # default: one per trace (its cached policies)
   os.makedirs(workdir, exist_ok=True)
   train_tr, test_tr = common.load_traces(c, eval_trace)
   c, su = trace_setup(c, train_tr, test_tr)
@@ -180,7 +186,7 @@ def run(c, quick: bool, workdir: str, eval_trace: str | None = None,
                                             template)
   rl_pp = lambda net: harness.with_net(heuristics.router_params("jsq", {}, su.cache), template,
                                        net, which=n_routers)
-  grids = _grids(hp, su.cache)
+  grids = _grids(hp, su.cache, int(c.grid_points))
   fams = list(grids)
 
   # 1. Capacity of every cluster: the largest rate at which the best tuned heuristic meets the

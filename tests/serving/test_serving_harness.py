@@ -158,3 +158,41 @@ def test_capacity_is_set_by_the_best_tuned_heuristic():
                                                            (2.0, 0.2), 10.0)
   assert scale == pytest.approx(2.0 ** (harness.CAPACITY_HI / 4))
   assert who.startswith("jsq") and "lower bound" in who
+
+
+def test_pruned_capacity_equals_probing_every_candidate():
+  """With attainment falling with load per candidate, the pruned bisection returns what probing
+  every candidate at every probe returns, and probes fewer candidates."""
+  rng = np.random.default_rng(0)
+  for trial in range(20):
+    n = int(rng.integers(1, 12))
+    lims = 2.0 ** (rng.uniform(-10, 26, n) / 4)          # some below lo, some above hi
+    slopes = rng.uniform(0.5, 4.0, n)
+
+    class Stub:
+      calls = 0
+
+      def grid(self, pps, params, starts, rates, key, slo, type_id=None):
+        Stub.calls += len(pps)
+        out = np.empty((len(pps), 1), object)
+        for i, pp in enumerate(pps):   # falls smoothly with rate through 0.9 at the limit
+          out[i, 0] = {"slo_attainment": float(np.clip(
+              0.9 - pp["s"] * np.log(rates[0] / pp["lim"]), 0, 1))}
+        return out
+
+    cands = [{"lim": lim, "s": s} for lim, s in zip(lims, slopes)]
+    got = harness.slo_capacity_best(Stub(), cands, None, [0], None, None, 3.0)
+
+    # brute force: every candidate at every grid rate, best attainment per rate
+    def att(c, i):
+      return float(np.clip(0.9 - c["s"] * np.log(2.0 ** (i / 4) / c["lim"]), 0, 1))
+    grid = range(-8, harness.CAPACITY_HI + 1)
+    passing = [i for i in grid if max(att(c, i) for c in cands) >= 0.9]
+    if not passing or passing[0] != -8:
+      assert got[2] == -1 and got[1] == pytest.approx(2.0 ** (-8 / 4))
+      continue
+    a = max(passing)
+    who = int(np.argmax([att(c, a) for c in cands]))
+    assert got[1] == pytest.approx(2.0 ** (a / 4)) and got[0] == pytest.approx(3.0 * got[1])
+    assert got[2] == who, trial
+    assert Stub.calls <= n * 7

@@ -103,7 +103,7 @@ def test_policy_cache_roundtrip_without_pickle(tmp_path):
                                          "bias": np.zeros((2, 4), np.float32)}}},
          "curves": {"ppo": [[1.0, 2.0], [3.0, float("nan")]]}, "key": '[{"ppo": 10}, [0, 1]]',
          "train_time": {"ppo": np.float64(1.5)}, "shape": (3, 4), "flag": True, "none": None}
-  path = str(tmp_path / "policies_static.pkl")
+  path = str(tmp_path / "policies_static.npz")
   harness.save_policy(path, obj)
   back = harness.load_policy(path)
   assert back["key"] == obj["key"] and back["shape"] == (3, 4) and back["flag"] is True

@@ -147,14 +147,26 @@ def slo_capacity_best(ev: Evaluator, candidates: Sequence[Any], params, starts, 
                       hi: int = CAPACITY_HI) -> tuple[float, float, int]:
   """`slo_capacity` plus the index of the candidate with the best attainment at the capacity
   (the heuristic that sets it; -1 if none meets the target even at the lowest rate). A scale of
-  2^(hi/4) means the target held at every probed rate: the capacity is only a lower bound."""
+  2^(hi/4) means the target held at every probed rate: the capacity is only a lower bound.
+
+  Pruned: after a probe that some candidates pass, only those are probed at the (higher) rates
+  that follow. Under the bisection's own premise (a candidate's attainment falls with load) a
+  candidate below the target at rate r is below it at every rate above r, so the capacity and
+  the candidate that sets it are those of probing every candidate every time, for a fraction of
+  the cost (most of a grid, e.g. random routing or a bad threshold, fails early)."""
   best: dict[int, tuple[float, int]] = {}
+  alive = list(range(len(candidates)))
 
   def ok(i):
-    g = ev.grid(candidates, params, starts, [2.0 ** (i / 4)], key, slo, type_id)
-    att = [m["slo_attainment"] for m in g[:, 0]]
-    best[i] = (max(att), int(np.argmax(att)))
-    return best[i][0] >= target
+    nonlocal alive
+    g = ev.grid([candidates[j] for j in alive], params, starts, [2.0 ** (i / 4)], key, slo,
+                type_id)
+    att = np.array([m["slo_attainment"] for m in g[:, 0]], np.float64)
+    best[i] = (float(att.max()), alive[int(np.argmax(att))])
+    passed = [j for j, a in zip(alive, att) if a >= target]
+    if passed:        # every later probe is at a higher rate than this one
+      alive = passed
+    return bool(passed)
 
   if not ok(lo):
     return 2.0 ** (lo / 4) * trace_rate, 2.0 ** (lo / 4), -1
