@@ -58,8 +58,8 @@ def get_config(arg=None):
   c.resid_max_updates = 40           # rl_gru_resid's budget: its sweep stops at this checkpoint
   c.chunk_updates = 5                # updates per layout before switching to the next one
   c.flat_tol = 1.0
-  # Diagnosis on par with the reference diagnoser = the paired F1 difference's CI inside
-  # +/- diag_margin F1.
+  # Diagnosis non-inferior to the reference diagnoser = the paired F1 difference's CI above
+  # -diag_margin F1 (experiments/ballast_hydro.diagnosis_verdict).
   c.diag_margin = 0.05
   # Reward units: an episode return is ~-20..+10 at the env's scale; PPO's value clip (0.2 per
   # update) then keeps the critic far from its targets (value loss ~25, KL ~1e-7 at lr 3e-4: no

@@ -481,14 +481,7 @@ def _diagnosis(c, diag, scores, evals, flattening):
       continue
     row = table[group][">=1 blocked"]["rl_gru"]
     d, hf, rf = row["head_minus_reference"], row["head_f1"], row["reference_f1"]
-    # On par needs evidence: the CI inside +/- diag_margin. A CI that merely straddles 0
-    # (a head at F1 0 on a handful of edges gave [-1, 0]) is inconclusive, not reproduced.
-    if d[1] > 0 or (-c.diag_margin <= d[1] and d[2] <= c.diag_margin):
-      verdict = "reproduced"
-    elif d[2] < 0:
-      verdict = _loss_verdict(flattening, "rl_gru")
-    else:
-      verdict = "inconclusive"
+    verdict = diagnosis_verdict(d, c.diag_margin, _loss_verdict(flattening, "rl_gru"))
     note = _fair_chance_note(flattening, "rl_gru") if d[2] < 0 else ""
     claims.append(results.claim(
         f"RL diagnoses clogs without flow sensors (diagnosis head F1 on exercised edges vs the "
@@ -497,7 +490,8 @@ def _diagnosis(c, diag, scores, evals, flattening):
         detail=f"head F1 {_fmt(hf, True)}, reference on the same final observations "
                f"{_fmt(rf, True)}; paired difference CI shown; "
                f"{row['clogged_exercised_edges']} clogged exercised edges; reproduced = the "
-               f"head is better (CI above 0) or on par (CI inside +/-{c.diag_margin} F1)"
+               f"head is not worse by more than {c.diag_margin} F1 (the CI's lower end above "
+               f"-{c.diag_margin}: on par or better)"
                + (f"; {note}" if note else "")))
   return table, claims
 
@@ -506,6 +500,21 @@ def _unmet(flattening, var: str) -> list[str]:
   """The fair-chance conditions `var` does not meet: its budget sweep must have flattened."""
   return [] if flattening.get(var, {}).get("flattened", False) else [
       f"{var}'s budget sweep has not flattened"]
+
+
+def diagnosis_verdict(diff_ci, margin: float, loss: str) -> str:
+  """Verdict on "RL diagnoses clogs without flow sensors" from the paired head-minus-reference
+  F1 difference (mean, lo, hi): a non-inferiority test at `margin` F1.
+
+  reproduced: lo > -margin (the head is on par or better; every value the CI admits is). A CI
+  that merely straddles 0 is not enough ([-1, 0] from a head at F1 0 on a handful of edges).
+  Otherwise `loss` ("contradicted" once RL had a fair chance, results.loss_verdict) when the
+  whole CI is below 0, else "inconclusive" (too wide to tell).
+  """
+  _, lo, hi = diff_ci
+  if lo > -margin:
+    return "reproduced"
+  return loss if hi < 0 else "inconclusive"
 
 
 def _loss_verdict(flattening, var: str) -> str:

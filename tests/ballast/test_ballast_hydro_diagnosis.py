@@ -92,3 +92,17 @@ def test_f1_ci_is_the_micro_f1_and_a_paired_difference():
   assert m == 2 * 5 / (2 * 5 + 2 + 2) and 0 <= lo <= m <= hi <= 1
   d = X.f1_ci(tp, fp, fn, 200, base=(tp, fp, fn))
   assert d == (0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("ci, loss, want", [
+    ((0.02, -0.009, 0.054), "contradicted", "reproduced"),    # on par or better: non-inferior
+    ((0.10, 0.06, 0.14), "contradicted", "reproduced"),       # better
+    ((-0.02, -0.04, -0.001), "contradicted", "reproduced"),   # worse, but inside the margin
+    ((-0.5, -1.0, 0.0), "contradicted", "inconclusive"),      # straddles 0 on a wide CI
+    ((-0.017, -0.051, 0.018), "contradicted", "inconclusive"),
+    ((-0.2, -0.3, -0.1), "contradicted", "contradicted"),     # worse, RL had its chance
+    ((-0.2, -0.3, -0.1), "inconclusive", "inconclusive"),     # worse, sweep not flattened
+])
+def test_diagnosis_verdict_is_a_non_inferiority_test(ci, loss, want):
+  from experiments.ballast_hydro import diagnosis_verdict
+  assert diagnosis_verdict(ci, 0.05, loss) == want
