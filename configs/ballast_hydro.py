@@ -54,7 +54,10 @@ def get_config(arg=None):
   # so the residual ablation stops at 40 updates (`resid_max_updates`, ~430 s instead of 848 s):
   # its sweep was flat at 40.0-40.4 steps from 10 to 80 updates (changes +0.33, -0.39, +0.02),
   # and the full run must fit in ~95 minutes (~5,700 s estimated).
-  c.budget_updates = (10, 20, 40, 80, 160, 320)
+  # The 8aad2b7 run (1,811 s wall, rl_gru 1,439 s for 320 updates) had still not flattened at
+  # 320 (last doubling -2.67 [-7.05, +2.06] steps): rl_gru now runs to 640 (3,932,160 env steps
+  # per seed, ~1,450 s more); the checkpoints up to 320 are the same run's.
+  c.budget_updates = (10, 20, 40, 80, 160, 320, 640)
   c.resid_max_updates = 40           # rl_gru_resid's budget: its sweep stops at this checkpoint
   c.chunk_updates = 5                # updates per layout before switching to the next one
   c.flat_tol = 1.0
