@@ -465,12 +465,39 @@ def _cache_index(row, hashes):
   reference); `_entries_hit` then marks all of them, as the all-pairs comparison did."""
   order = jnp.argsort(row)
   srt = row[order]
-  # one search per block id: it is present iff the entry at its insertion point equals it
-  # (a second, right-side search doubled the cost); the unrolled scan is ~1.4x the rolled one
-  # on CPU for the ~10 steps a row of ~1,000 entries needs
+  found, lo = _lookup(srt, hashes)
+  return found, lo, srt, order
+
+
+def _lookup(srt, hashes):
+  """(found [..., B], lo [..., B]) of block ids `hashes` in a sorted cache row `srt` [C].
+
+  One search per block id: it is present iff the entry at its insertion point equals it (a
+  second, right-side search doubled the cost); the unrolled scan is ~1.4x the rolled one on CPU
+  for the ~10 steps a row of ~1,000 entries needs."""
+  c = srt.shape[0]
   lo = jnp.searchsorted(srt, hashes, side="left", method="scan_unrolled").astype(jnp.int32)
-  hit = srt[jnp.minimum(lo, srt.shape[0] - 1)] == hashes
-  return (hashes >= 0) & (lo < srt.shape[0]) & hit, lo, srt, order
+  return (hashes >= 0) & (lo < c) & (srt[jnp.minimum(lo, c - 1)] == hashes), lo
+
+
+def _chunks_of(mask, q: int):
+  """(slot indices of `mask` [S] in slot order, padded with S to a multiple of q; q).
+
+  The prefix-cache loops below take q of them per pass: the work of an event is then
+  proportional to the slots it touches (admissions, finished prefills: 0-2 of them in most
+  events), not to all S x B slot blocks."""
+  s = mask.shape[0]
+  q = min(q, s)
+  return jnp.nonzero(mask, size=-(-s // q) * q, fill_value=s)[0], q
+
+
+def _chunk(idx, q, j):
+  return jax.lax.dynamic_slice(idx, (j * q,), (q,))
+
+
+def _pad_row(x, value):
+  """x [S, ...] with one more row of `value` (the padding slot S of `_chunks_of`)."""
+  return jnp.concatenate([x, jnp.full((1,) + x.shape[1:], value, x.dtype)])
 
 
 def _entries_hit(srt, order, lo, sel):
@@ -506,13 +533,17 @@ def prefix_blocks(hashes, row):
 def prefix_match(eng: Engine, hashes, prompt) -> jax.Array:
   """[N] share of a prompt (block ids `hashes` [B], `prompt` tokens) each GPU's cache holds as a
   prefix: min(512 m_g, prompt) / prompt (what the cache-aware router reads)."""
-  found = jax.vmap(lambda row: _cache_index(row, hashes)[0])(eng.c_hash)     # [N, B]
-  m = _leading(found)
+  # all pairs (N x C x B compares, C the reduced middle axis): one request's B blocks against
+  # every row costs ~36 us on CPU, sorting the N rows to search them ~650 us; and under vmap
+  # the flat event loop runs this observation at every event (evaluate.rollout_events)
+  found = jnp.any(eng.c_hash[:, :, None] == hashes[None, None, :], axis=1) & (hashes >= 0)[None]
+  m = _leading(found)                                                         # [N]
   p = jnp.maximum(prompt, 1).astype(jnp.float32)
   return jnp.minimum(CACHE_BLOCK * m, prompt).astype(jnp.float32) / p
 
 
 INSERT_CHUNK = 4  # finishing slots per pass of `_cache_insert`
+ADMIT_CHUNK = 8   # waiting slots per pass of the admission loop (`_cached_admission`)
 
 
 def _cache_insert(eng: Engine, g, fin, te) -> Engine:
@@ -528,21 +559,17 @@ def _cache_insert(eng: Engine, g, fin, te) -> Engine:
   the LRU order is taken on the refreshed times, as before) gives their new blocks entries,
   ranked across chunks by a running offset. Same result, work proportional to the finishers."""
   h = eng.sreq.hashes
-  s_, b = h.shape
   row_h, row_t = _cache_row(eng.c_hash, g), _cache_row(eng.c_time, g)
   c = row_h.shape[0]
-  f = min(INSERT_CHUNK, s_)
+  slots, f = _chunks_of(fin, INSERT_CHUNK)
   n_chunks = (jnp.sum(fin) + f - 1) // f
-  pad = -(-s_ // f) * f
-  slots = jnp.nonzero(fin, size=pad, fill_value=s_)[0]          # finishers in slot order, then s_
-  h_pad = jnp.concatenate([h, jnp.full((1, b), -1, h.dtype)])   # row s_: a slot with no blocks
+  h_pad = _pad_row(h, -1)                                       # slot S: no blocks
   srt_order = jnp.argsort(row_h)                                # presence: the cache before
   srt = row_h[srt_order]
 
   def chunk(j):
-    hh = h_pad[jax.lax.dynamic_slice(slots, (j * f,), (f,))]     # [f, B]
-    lo = jnp.searchsorted(srt, hh, side="left", method="scan_unrolled").astype(jnp.int32)
-    found = (hh >= 0) & (lo < c) & (srt[jnp.minimum(lo, c - 1)] == hh)
+    hh = h_pad[_chunk(slots, f, j)]                              # [f, B]
+    found, lo = _lookup(srt, hh)
     return hh, lo, found
 
   def refresh(j, rt):
@@ -557,11 +584,11 @@ def _cache_insert(eng: Engine, g, fin, te) -> Engine:
     rh, rt, off = carry
     hh, _, found = chunk(j)
     new = ((hh >= 0) & ~found).reshape(-1)
-    rank = off + jnp.cumsum(new.astype(jnp.int32)) - 1
+    rank = off + jnp.cumsum(new.astype(jnp.int32)).astype(jnp.int32) - 1
     dst = jnp.where(new & (rank < n_ok), order[jnp.clip(rank, 0, c - 1)], c)
     rh = rh.at[dst].set(hh.reshape(-1), mode="drop")
     rt = rt.at[dst].set(jnp.asarray(te, rt.dtype), mode="drop")
-    return rh, rt, off + jnp.sum(new.astype(jnp.int32))
+    return rh, rt, (off + jnp.sum(new)).astype(jnp.int32)
 
   row_h, row_t, _ = jax.lax.fori_loop(0, n_chunks, put, (row_h, row_t, jnp.int32(0)))
   return eng.replace(c_hash=_put_row(eng.c_hash, g, row_h), c_time=_put_row(eng.c_time, g, row_t))
@@ -584,6 +611,77 @@ def complete(eng: Engine, g, te):
                      status=jnp.where(done, DONE, eng.status).astype(jnp.int32),
                      finish=jnp.where(done, te, eng.finish),
                      chunk=jnp.where(eng.gpu == g, 0, eng.chunk)), done
+
+
+def _admission(wait, rem, pt, n_keep, cap, free, watermark, budget, ft):
+  """FCFS admission of the arrived waiting slots `wait` [S]: in slot order, while the batch
+  cap, the KV watermark and the token budget allow (the first failure stops it). rem [S]:
+  prefill tokens left per prefill candidate. One stacked cumsum for the three counters.
+  Returns (admit [S], pre_cum [S] prefill tokens of the candidates before each slot,
+  first_fail: index of the first waiting slot not admitted, S if none)."""
+  cums = _cumsum(jnp.stack([rem, wait.astype(jnp.int32), jnp.where(wait, _blocks(pt), 0)]), ft)
+  pre_cum = cums[0] - rem
+  ok = (wait & (n_keep + cums[1] <= cap) & (free - cums[2] >= watermark)
+        & (budget - pre_cum > 0))
+  failed = wait & ~ok
+  first_fail = jnp.where(jnp.any(failed), jnp.argmax(failed), failed.shape[0])
+  return ok & (jnp.arange(failed.shape[0]) < first_fail), pre_cum, first_fail
+
+
+def _cached_admission(eng: Engine, g, wait, running_prefill, pt, admission):
+  """Cached prefix tokens of the waiting slots admission can reach, and the LRU refresh.
+
+  ctok_i = min(512 m_i, pt_i - 1), m_i = leading prompt blocks of slot i in GPU g's cache.
+  Admission at slot i depends on the ctok of the slots before it only (through the prefill
+  tokens ahead of it), and nothing reads the ctok of a waiting slot after the first one that is
+  not admitted, unless a running prefill comes later in slot order. So the waiting slots are
+  looked up ADMIT_CHUNK at a time, in slot order, until the first failure and the last running
+  prefill lie before the first slot not looked up (or all are): one pass in most events, where
+  looking up all S x B slot blocks cost ~0.45 ms of a Mooncake event. The slots not looked up
+  get ctok 0; `admission` is exact for every slot it can admit.
+
+  Returns (ctok [S] int32, refresh): refresh(admit, t) -> the row's last-use times [C] with the
+  leading cached blocks of the admitted slots used at t.
+  """
+  h = _pad_row(eng.sreq.hashes, -1)
+  row_h, row_t = _cache_row(eng.c_hash, g), _cache_row(eng.c_time, g)
+  srt_order = jnp.argsort(row_h)
+  srt = row_h[srt_order]
+  s = wait.shape[0]
+  idx, q = _chunks_of(wait, ADMIT_CHUNK)
+  n_wait = jnp.sum(wait)
+  last_run = jnp.max(jnp.where(running_prefill, jnp.arange(s), -1))
+  pt_pad = _pad_row(pt, 1)
+
+  def lookup(slots):
+    found, lo = _lookup(srt, h[slots])
+    return found, lo, _leading(found)
+
+  def body(c):
+    j, ctok, _ = c
+    slots = _chunk(idx, q, j)
+    ctok = ctok.at[slots].set(jnp.minimum(CACHE_BLOCK * lookup(slots)[2], pt_pad[slots] - 1
+                                          ).astype(jnp.int32), mode="drop")
+    j = (j + 1).astype(jnp.int32)
+    nxt = idx[jnp.minimum(j * q, idx.shape[0] - 1)]
+    nxt = jnp.where(j * q < idx.shape[0], nxt, s)     # first waiting slot not looked up
+    first_fail = admission(ctok)[2]
+    return j, ctok, (j * q >= n_wait) | ((first_fail < nxt) & (last_run < nxt))
+
+  _, ctok, _ = jax.lax.while_loop(lambda c: ~c[2], body,
+                                  (jnp.int32(0), jnp.zeros((s,), jnp.int32), n_wait == 0))
+
+  def refresh(admit, t):
+    a_idx, _ = _chunks_of(admit, q)
+
+    def one(j, rt):
+      found, lo, m = lookup(_chunk(a_idx, q, j))
+      lead = found & (jnp.arange(found.shape[1])[None, :] < m[:, None])
+      return jnp.where(_entries_hit(srt, srt_order, lo, lead), t, rt)
+
+    return jax.lax.fori_loop(0, (jnp.sum(admit) + q - 1) // q, one, row_t)
+
+  return ctok, refresh
 
 
 def schedule(eng: Engine, hw: Hardware, g, t, span_bound=INF, fast_forward: bool = True
@@ -614,31 +712,20 @@ def schedule(eng: Engine, hw: Hardware, g, t, span_bound=INF, fast_forward: bool
   # 2. FCFS admission of arrived waiting requests (one stacked cumsum for the three counters).
   wait = mine & (status == WAITING) & (req.arrival <= t)
   pref_cand = (keep & ~dec) | wait
-  caching = eng.c_hash is not None
-  ctok = 0
-  if caching:
+  rem_of = lambda ctok: jnp.where(pref_cand, pt - pf - ctok, 0)
+  admission = lambda ctok: _admission(wait, rem_of(ctok), pt, n_keep, _pick(eng.cap, g), free,
+                                      _pick(hw.watermark, g), budget, ft)
+  ctok, cache = 0, {}
+  if eng.c_hash is not None:
     # prefix cache: an admitted request's prefill starts after its cached leading blocks (at
     # least its last token is computed); the chunks attend to the cached prefix (pf > 0)
-    row_t = _cache_row(eng.c_time, g)
-    m, (found, lo, srt, order) = prefix_blocks(req.hashes, _cache_row(eng.c_hash, g))
-    ctok = jnp.where(wait, jnp.minimum(CACHE_BLOCK * m, pt - 1), 0)
-  rem = jnp.where(pref_cand, pt - pf - ctok, 0)
-  cums = _cumsum(jnp.stack([rem, wait.astype(jnp.int32), jnp.where(wait, _blocks(pt), 0)]), ft)
-  pre_cum = cums[0] - rem
-  w_rank, w_blk_cum = cums[1], cums[2]
-  ok = (wait & (n_keep + w_rank <= _pick(eng.cap, g))
-        & (free - w_blk_cum >= _pick(hw.watermark, g))
-        & (budget - pre_cum > 0))
-  failed = wait & ~ok
-  first_fail = jnp.where(jnp.any(failed), jnp.argmax(failed), failed.shape[0])
-  admit = ok & (jnp.arange(failed.shape[0]) < first_fail)
+    ctok, refresh = _cached_admission(eng, g, wait, keep & ~dec, pt, admission)
+  rem = rem_of(ctok)
+  admit, pre_cum, _ = admission(ctok)
   status = jnp.where(admit, RUNNING, status)
-  cache = {}
-  if caching:
+  if eng.c_hash is not None:
     pf = jnp.where(admit, ctok, pf)
-    hit = admit[:, None] & (jnp.arange(req.hashes.shape[1])[None, :] < m[:, None])
-    row_t = jnp.where(_entries_hit(srt, order, lo, found & hit), t, row_t)   # LRU: last use
-    cache = dict(c_time=_put_row(eng.c_time, g, row_t),
+    cache = dict(c_time=_put_row(eng.c_time, g, refresh(admit, t)),
                  cached=jnp.where(admit & (eng.npre == 0) & ~pre, ctok, eng.cached
                                   ).astype(jnp.int32))
   # 3. Token allocation: decodes 1 each, prefill chunks FCFS from the remaining budget.
