@@ -56,6 +56,8 @@ _REF = flags.DEFINE_integer("ref_requests", 4096, "requests simulated by the ref
 _RATE = flags.DEFINE_float("rate_scale", 1.0, "load knob (x the trace rate)")
 _REPS = flags.DEFINE_integer("reps", 2, "timed repetitions per side (best kept)")
 _EXTRA = flags.DEFINE_bool("extra_rows", True, "also time static / 1-GPU continuous batching")
+_CACHE = flags.DEFINE_integer("cache_rows", 256, "K of the prefix-cache rows (Mooncake, cache "
+                              "off and on; 0 = none)")
 _PIN = flags.DEFINE_bool("pin", True, "run on one core, XLA intra-op threads off (module doc)")
 _PINNED_ENV = "JAXRL_BENCH_PINNED"
 _ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
@@ -85,13 +87,14 @@ def _best_time(fn, reps: int):
 
 
 def _compare(env, p, policy, pparams, k: int, num_envs: int, rate: float, run_ref,
-             ref_requests: int, reps: int) -> dict:
+             ref_requests: int, reps: int, trace: str = "azure_conv",
+             max_model_len: int = 4096) -> dict:
   """Times `num_envs` vmapped JAX episodes of k requests and about `ref_requests` requests of
   reference episodes on windows of the same trace.
 
   run_ref(window_trace) -> (finished, rejected) of one reference episode on that window.
   """
-  tr = traces.load_shipped("azure_conv")
+  tr = traces.load_shipped(trace)
   starts = np.linspace(0, len(tr) - k, num_envs).round().astype(np.int32)
 
   def one(start, key):
@@ -114,7 +117,7 @@ def _compare(env, p, policy, pparams, k: int, num_envs: int, rate: float, run_re
   if int(cap_hits.sum()):
     raise RuntimeError(f"{int(cap_hits.sum())} decision steps hit max_events={MAX_EVENTS}")
 
-  clipped = tr.clipped(4096, 2048)
+  clipped = tr.clipped(max_model_len, 2048)
   n_ref = max(1, min(num_envs, -(-ref_requests // k)))
   windows = [clipped.slice(int(s), int(s) + k)
              for s in starts[np.linspace(0, num_envs - 1, n_ref).astype(int)]]
@@ -151,6 +154,28 @@ def bench_routing(num_envs, k, ref_requests, rate=1.0, window=32, fast_forward=T
 
   return _compare(env, p, heuristics.make_router("jsq", n), {}, k, num_envs, rate,
                   run_ref, ref_requests, reps)
+
+
+def bench_prefix_cache(num_envs, k, ref_requests, window=32, cache=True, reps=2) -> dict:
+  """Routing with the prefix cache: the Mooncake conversation sample served by Llama-3.1-8B on
+  the default 4-GPU cluster (its 51,792-token context, ~100 blocks per prompt, each GPU's whole
+  KV as 512-token cache blocks), JSQ; `cache=False`: the same replay without it (what the
+  cache costs per request is the ratio of the two rows' JAX us/r)."""
+  specs = routing.cluster_specs(routing.DEFAULT_CLUSTER, cost_model.LLAMA31_8B.name)
+  mml = routing.context_of(specs)
+  blocks = routing.default_cache_blocks(specs) if cache else None
+  env, p = routing.make_routing(table_size=k, trace="mooncake_conv", train_frac=None, cap=32,
+                                max_events=MAX_EVENTS, pred_acc=1.0, cluster=specs,
+                                window=window, max_model_len=mml, cache_blocks=blocks)
+
+  def run_ref(w):
+    ref = reference_sim.RefCluster([cost_model.GPU_TYPES[c] for c in specs], w.arrival,
+                                   w.prompt, w.output, cap=32, window=env.window,
+                                   hashes=w.hash_ids if cache else None, cache_blocks=blocks)
+    return _ref_counts(ref.run_routing(lambda sim, i: int(np.argmin(sim.outstanding()))))
+
+  return _compare(env, p, heuristics.make_router("jsq", env.n_gpus), {}, k, num_envs, 1.0,
+                  run_ref, ref_requests, reps, trace="mooncake_conv", max_model_len=mml)
 
 
 def bench_static(num_envs, k, ref_requests, rate=0.2, b=8, reps=2) -> dict:
@@ -209,6 +234,13 @@ def main(argv):
                  dict(bench_continuous(n, k, refq, window=w, reps=reps), k=k)))
     rows.append((f"ServingBatch-v0 static, 1 GPU, K={k}",
                  dict(bench_static(n, k, refq, reps=reps), k=k)))
+  if _CACHE.value:
+    k = _CACHE.value
+    for on in (False, True):
+      rows.append((f"ServingRoute-v0 Mooncake 8B, cache {'on' if on else 'off'}, K={k}",
+                   dict(bench_prefix_cache(n, k, refq, w, on, reps), k=k)))
+      print(_row(*rows[-1]), flush=True)
+    off, on = rows[-2][1], rows[-1][1]
   pinned = (f"pinned to core {os.environ[_PINNED_ENV]}, XLA intra-op threads off"
             if _PINNED_ENV in os.environ else f"unpinned ({len(os.sched_getaffinity(0))} cores)")
   print(f"\nJAX: vmap x{n} episodes, window {w} slots, rate x{_RATE.value}; reference: about "
@@ -221,6 +253,10 @@ def main(argv):
     print(_row(name, r))
   print(f"JAX CPU cost per request, largest / smallest over K = {tables}: "
         f"{max(per_req) / min(per_req):.2f}x (target <= 1.5x)")
+  if _CACHE.value:
+    print(f"Prefix cache (Mooncake, K={_CACHE.value}): JAX CPU per request with / without it "
+          f"{on['jax_cpu_us_per_req'] / off['jax_cpu_us_per_req']:.1f}x; JAX / reference per "
+          f"CPU-second with it {on['ratio_cpu']:.1f}x")
 
 
 if __name__ == "__main__":

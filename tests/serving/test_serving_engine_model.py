@@ -130,10 +130,11 @@ def test_static_batch_streams_per_token():
   assert m["unfinished"] == 0
 
 
-def test_prefix_cache_hash_index_equals_all_pairs_comparison():
-  """engine._cache_index / _entries_hit (sorted row + binary search: O(S B log C) per event)
-  give what the all-pairs comparison of every slot's blocks with every cache entry gave
-  (O(S B C)): found blocks, the prefix length m, and the entries hit (every entry holding a hit
+def test_prefix_cache_lookups_equal_all_pairs_comparison():
+  """The cache lookups (engine._lookup: binary search in the sorted row; _holders: entries
+  searched among the sorted selected ids; _leading: the prefix length; prefix_match: the
+  router's view) give what the all-pairs comparison of every block with every cache entry
+  gives: found blocks, the prefix length m, and the entries hit (every entry holding a selected
   block id, duplicates included), on rows with empty entries (-1) and repeated ids."""
   import jax
   import jax.numpy as jnp
@@ -147,8 +148,8 @@ def test_prefix_cache_hash_index_equals_all_pairs_comparison():
   sel = rng.random((n, s, b)) < 0.5
 
   def one(row, h, sel):
-    m, (found, lo, srt, order) = engine.prefix_blocks(h, row)
-    return m, found, engine._entries_hit(srt, order, lo, found & sel)
+    found, _ = engine._lookup(jnp.sort(row), h)
+    return engine._leading(found), found, engine._holders(row, h, found & sel)
 
   m, found, hit = jax.jit(jax.vmap(one))(jnp.asarray(row), jnp.asarray(h), jnp.asarray(sel))
   eq = (h[..., None] == row[:, None, None, :]) & (h >= 0)[..., None]      # [n, S, B, C]
@@ -157,7 +158,11 @@ def test_prefix_cache_hash_index_equals_all_pairs_comparison():
   np.testing.assert_array_equal(np.asarray(hit), (eq & sel[..., None]).any((1, 2)))
   assert (eq.sum(-1) > 1).any() and (~eq.any(-1)).any()     # duplicates and misses occur
   # the router's view (engine.prefix_match): one prompt against every GPU's row
-  got = jax.jit(jax.vmap(lambda r: engine._cache_index(r, jnp.asarray(h[0, 0]))[0]))(
-      jnp.asarray(row[:4]))
-  want = ((h[0, 0][None, :, None] == row[:4, None, :]) & (h[0, 0] >= 0)[None, :, None]).any(-1)
-  np.testing.assert_array_equal(np.asarray(got), want)
+  eng = engine.Engine.__new__(engine.Engine)
+  object.__setattr__(eng, "c_hash", jnp.asarray(row[:4]))
+  prompt = 3 * engine.CACHE_BLOCK
+  got = engine.prefix_match(eng, jnp.asarray(h[0, 0]), prompt)
+  lead = np.cumprod((h[0, 0][None, :, None] == row[:4, None, :]).any(-1) & (h[0, 0] >= 0),
+                    axis=1).sum(1)
+  np.testing.assert_allclose(np.asarray(got), np.minimum(engine.CACHE_BLOCK * lead, prompt)
+                             / prompt, rtol=1e-6)
