@@ -70,8 +70,11 @@ REGISTRY: list[Stage] = [
     Stage("serving_routing", "experiments.serving_routing", "LLM serving: routing, N GPUs"),
     Stage("serving_routing_azure_code", "experiments.serving_routing",
           "LLM serving: routing, N GPUs, Azure code", ("--config.trace=azure_code",)),
-    # Mooncake routing (serving_routing_mooncake_conv) is not a stage yet: its quick mode ran
-    # past 18 minutes in the capacity phase (prefix cache x 35 grid points x 3 clusters).
+    # quick ~400 s on 2 shared cores since the prefix-cache lookups touch only the slots an
+    # event admits or finishes (it was ~1,950 s: docs/serving.md, "Prefix caching")
+    Stage("serving_routing_mooncake_conv", "experiments.serving_routing",
+          "LLM serving: routing, N GPUs, Mooncake (prefix cache)",
+          ("--config.trace=mooncake_conv",)),
     Stage("ballast", "experiments.ballast", "Ballast-water routing vs Dijkstra"),
     Stage("ballast_hydro", "experiments.ballast_hydro",
           "Ballast hydraulics: recurrent RL across layouts vs heel-aware Dijkstra"),

@@ -191,7 +191,7 @@ def test_reproduce_only_runs_the_named_stages(fake_registry, capsys):
 def test_registry_lists_every_reproduction_in_order():
   assert [s.name for s in reproduce.REGISTRY] == [
       "ppo_gymnax", "fore", "serving_batching", "serving_routing",
-      "serving_routing_azure_code", "ballast", "ballast_hydro",
+      "serving_routing_azure_code", "serving_routing_mooncake_conv", "ballast", "ballast_hydro",
       "direct_opd", "compaction", "stapo", "cure", "rail_pricing"]
   for s in reproduce.REGISTRY:
     if s.name.startswith("serving_routing_"):   # one record per trace, from one script
