@@ -489,8 +489,8 @@ def _holders(row, hashes, sel):
   """[C] bool: the entries of a cache row [C] holding a block id of `hashes` [..., B] where
   `sel` (duplicated ids: every entry holding one). The few selected ids of a chunk are sorted
   (one operand, ~8 us for 400) and each entry is searched among them; mapping hits found in
-  the sorted row back to entries would need the row's argsort, and on CPU an argsort (a two-operand sort) of ~860 entries costs ~90 us where
-  sorting the values alone costs ~17 us."""
+  the sorted row back to entries would need the row's argsort, and on CPU an argsort (a
+  two-operand sort) of ~860 entries costs ~90 us where sorting the values alone costs ~17 us."""
   q = jnp.sort(jnp.where(sel, hashes, -1).reshape(-1))
   pos = jnp.searchsorted(q, row, side="left", method="scan_unrolled")
   return (row >= 0) & (q[jnp.minimum(pos, q.shape[0] - 1)] == row)
@@ -542,11 +542,10 @@ def _cache_insert(eng: Engine, g, fin, te) -> Engine:
 
   def chunk(j):
     hh = h_pad[_chunk(slots, f, j)]                              # [f, B]
-    found, lo = _lookup(srt, hh)
-    return hh, lo, found
+    return hh, _lookup(srt, hh)[0]
 
   def refresh(j, rt):
-    hh, _, found = chunk(j)
+    hh, found = chunk(j)
     return jnp.where(_holders(row_h, hh, found), te, rt)
 
   row_t = jax.lax.fori_loop(0, n_chunks, refresh, row_t)
@@ -555,7 +554,7 @@ def _cache_insert(eng: Engine, g, fin, te) -> Engine:
 
   def put(j, carry):
     rh, rt, off = carry
-    hh, _, found = chunk(j)
+    hh, found = chunk(j)
     new = ((hh >= 0) & ~found).reshape(-1)
     rank = off + jnp.cumsum(new.astype(jnp.int32)).astype(jnp.int32) - 1
     dst = jnp.where(new & (rank < n_ok), order[jnp.clip(rank, 0, c - 1)], c)
