@@ -148,7 +148,7 @@ def test_prefix_cache_lookups_equal_all_pairs_comparison():
   sel = rng.random((n, s, b)) < 0.5
 
   def one(row, h, sel):
-    found, _ = engine._lookup(jnp.sort(row), h)
+    found = engine._lookup(jnp.sort(row), h)
     return engine._leading(found), found, engine._holders(row, h, found & sel)
 
   m, found, hit = jax.jit(jax.vmap(one))(jnp.asarray(row), jnp.asarray(h), jnp.asarray(sel))

@@ -454,15 +454,15 @@ def _put_row(x, g, row):
 
 
 def _lookup(srt, hashes):
-  """(found [..., B], lo [..., B]) of block ids `hashes` (-1 = none) in a sorted cache row
-  `srt` [C] (`jnp.sort(row)`: C log C once, then log C per block id instead of C).
+  """found [..., B] bool: block ids `hashes` (-1 = none) present in a sorted cache row `srt`
+  [C] (`jnp.sort(row)`: C log C once, then log C per block id instead of C).
 
   One search per block id: it is present iff the entry at its insertion point equals it (a
   second, right-side search doubled the cost); the unrolled scan is ~1.4x the rolled one on CPU
   for the ~10 steps a row of ~1,000 entries needs."""
   c = srt.shape[0]
   lo = jnp.searchsorted(srt, hashes, side="left", method="scan_unrolled").astype(jnp.int32)
-  return (hashes >= 0) & (lo < c) & (srt[jnp.minimum(lo, c - 1)] == hashes), lo
+  return (hashes >= 0) & (lo < c) & (srt[jnp.minimum(lo, c - 1)] == hashes)
 
 
 def _chunks_of(mask, q: int):
@@ -542,7 +542,7 @@ def _cache_insert(eng: Engine, g, fin, te) -> Engine:
 
   def chunk(j):
     hh = h_pad[_chunk(slots, f, j)]                              # [f, B]
-    return hh, _lookup(srt, hh)[0]
+    return hh, _lookup(srt, hh)
 
   def refresh(j, rt):
     hh, found = chunk(j)
@@ -626,7 +626,7 @@ def _cached_admission(eng: Engine, g, wait, running_prefill, pt, admission):
 
   def lookup(slots):
     hh = h[slots]
-    found, _ = _lookup(srt, hh)
+    found = _lookup(srt, hh)
     return hh, found, _leading(found)
 
   def body(c):
@@ -647,8 +647,8 @@ def _cached_admission(eng: Engine, g, wait, running_prefill, pt, admission):
     a_idx, _ = _chunks_of(admit, q)
 
     def one(j, rt):
-      hh, found, m = lookup(_chunk(a_idx, q, j))
-      lead = found & (jnp.arange(found.shape[1])[None, :] < m[:, None])
+      hh, _, m = lookup(_chunk(a_idx, q, j))
+      lead = jnp.arange(hh.shape[1])[None, :] < m[:, None]     # leading blocks are all found
       return jnp.where(_holders(row_h, hh, lead), t, rt)
 
     return jax.lax.fori_loop(0, (jnp.sum(admit) + q - 1) // q, one, row_t)
