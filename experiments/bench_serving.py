@@ -58,6 +58,8 @@ _REPS = flags.DEFINE_integer("reps", 2, "timed repetitions per side (best kept)"
 _EXTRA = flags.DEFINE_bool("extra_rows", True, "also time static / 1-GPU continuous batching")
 _CACHE = flags.DEFINE_integer("cache_rows", 256, "K of the prefix-cache rows (Mooncake, cache "
                               "off and on; 0 = none)")
+_CACHE_WINDOW = flags.DEFINE_integer("cache_window", 128, "engine window of the prefix-cache rows "
+                                     "(Mooncake's long prompts fill a 32-slot one: ~40% rejected)")
 _PIN = flags.DEFINE_bool("pin", True, "run on one core, XLA intra-op threads off (module doc)")
 _PINNED_ENV = "JAXRL_BENCH_PINNED"
 _ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
@@ -238,7 +240,7 @@ def main(argv):
     k = _CACHE.value
     for on in (False, True):
       rows.append((f"ServingRoute-v0 Mooncake 8B, cache {'on' if on else 'off'}, K={k}",
-                   dict(bench_prefix_cache(n, k, refq, w, on, reps), k=k)))
+                   dict(bench_prefix_cache(n, k, refq, _CACHE_WINDOW.value, on, reps), k=k)))
       print(_row(*rows[-1]), flush=True)
     off, on = rows[-2][1], rows[-1][1]
   pinned = (f"pinned to core {os.environ[_PINNED_ENV]}, XLA intra-op threads off"
