@@ -65,6 +65,10 @@ def get_config(arg=None):
   c.grid_points = 2 if quick else 0
   c.budget_chunks = 2 if quick else 4        # budget sweep: checkpoints at i / chunks of budget
   c.variants = ("scratch", "bc")             # PPO from scratch; PPO warm-started by BC
+  # Env steps per variant = budget_scale[variant] x ppo.total_timesteps. Scratch PPO's sweep was
+  # still rising at 262,144 steps on both Azure traces (85f6a75, 97b55d4) while BC-started PPO
+  # was flat, so scratch gets 4x: its fair chance is a curve shown to flatten.
+  c.budget_scale = ml_collections.ConfigDict({"scratch": 2 if quick else 4, "bc": 1})
   c.algos = ("ppo",)                  # REINFORCE collapsed at loads >= 0.9 (aab50ea): dropped
   for a in (c.ppo, c.reinforce):
     a.total_timesteps = 1024 if quick else 262_144
@@ -136,6 +140,11 @@ def validate(config):
       raise ValueError(f"config.bc.{f} must be > 0, got {config.bc[f]}")
   if not config.bc.lr > 0:
     raise ValueError(f"config.bc.lr must be > 0, got {config.bc.lr}")
+  for v in ("scratch", "bc"):
+    m = config.budget_scale.get(v)
+    if not isinstance(m, int) or isinstance(m, bool) or m < 1:
+      raise ValueError(f"config.budget_scale.{v} must be an integer >= 1 (env steps = it x "
+                       f"total_timesteps), got {m!r}")
   for a in config.algos:
     acfg = config[a]
     n_upd = int(acfg.total_timesteps) // (int(acfg.num_envs) * int(acfg.num_steps))

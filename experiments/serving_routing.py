@@ -336,8 +336,8 @@ def run(c, quick: bool, workdir: str | None = None, eval_trace: str | None = Non
              "best_heuristic_by_training": main.best_heur,
              "heldout_best_heuristic_by_training": held.best_heur,
              "budget_sweep_goodput": sweep_summary,
-             "budget_steps": {str(i + 1): int(c.ppo.total_timesteps) * (i + 1) // n_ck
-                              for i in range(n_ck)},
+             "budget_steps": {v: {str(i + 1): s for i, s in enumerate(_checkpoint_steps(c, v))}
+                              for v in variants},
              "fair_chance_gains": {v: {"late_gain_return": list(x["late_gain_return"]),
                                        "sweep_gain_goodput": {k: list(y) for k, y in
                                                               x["sweep_gain_goodput"].items()}}
@@ -375,6 +375,7 @@ def _learned(c, env, params, seeds, teacher_pp, workdir, reuse, log, su: Setup):
   run_key = json.dumps([acfg.to_dict(), list(seeds), int(c.train_table), list(c.loads),
                         [list(x) for x in [c.cluster] + list(c.family_clusters)],
                         int(c.max_gpus), list(c.variants), int(c.budget_chunks),
+                        c.budget_scale.to_dict(),
                         c.bc.to_dict(), dataclasses.asdict(su), float(c.slo_ttft),
                         int(c.eval_table)], sort_keys=True, default=str)
   saved = harness.load_policy(path) if os.path.exists(path) else None
@@ -389,12 +390,14 @@ def _learned(c, env, params, seeds, teacher_pp, workdir, reuse, log, su: Setup):
   for v in c.variants:
     init = None
     name = a if v == "scratch" else f"{a}_bc"
+    vcfg = acfg.copy_and_resolve_references()
+    vcfg.total_timesteps = int(acfg.total_timesteps) * int(c.budget_scale[v])
     if v == "bc":
-      init, bc_acc, t_bc = common.bc_warm_params(mod, acfg, env, params, teacher, seeds, c.bc)
+      init, bc_acc, t_bc = common.bc_warm_params(mod, vcfg, env, params, teacher, seeds, c.bc)
       train_time[f"{name}_cloning"] = t_bc
       log(f"behaviour cloning: accuracy {np.round(bc_acc, 3).tolist()}")
     ck[name], cv, train_time[name] = common.train_checkpoints(
-        mod, acfg, env, params, seeds, int(c.budget_chunks), f"route train {name}", init)
+        mod, vcfg, env, params, seeds, int(c.budget_chunks), f"route train {name}", init)
     curves[name] = cv.tolist()
   harness.save_policy(path, {"params": ck, "curves": curves, "key": run_key,
                              "train_time": train_time, "bc_acc": bc_acc})
@@ -443,15 +446,25 @@ def _cross_rows(c, summary, summary_h, ratios, ratios_h, policies, main, held, b
   return rows
 
 
+def _checkpoint_steps(c, name: str) -> list[int]:
+  """Env steps per seed at each budget checkpoint of learned variant `name` ("ppo" = from
+  scratch, "ppo_bc" = BC-started): budget_scale[variant] x total_timesteps in budget_chunks."""
+  n_ck = int(c.budget_chunks)
+  total = int(c[c.algos[0]].total_timesteps) * int(
+      c.budget_scale["bc" if name.endswith("_bc") else "scratch"])
+  return [total * (i + 1) // n_ck for i in range(n_ck)]
+
+
 def _sweep_rows(c, sweep_summary, variants, gains):
   n_ck = int(c.budget_chunks)
-  steps = [int(c.ppo.total_timesteps) * (i + 1) // n_ck for i in range(n_ck)]
-  rows = ["| variant | load | " + " | ".join(f"{s:,} steps" for s in steps)
-          + " | last - previous checkpoint |", "|---" * (n_ck + 3) + "|"]
+  rows = ["| variant | env steps at checkpoints | load | " + " | ".join(
+      f"checkpoint {i + 1}" for i in range(n_ck)) + " | last - previous checkpoint |",
+          "|---" * (n_ck + 4) + "|"]
   for v in variants:
+    steps = ", ".join(f"{s:,}" for s in _checkpoint_steps(c, v))
     for ld in c.loads:
       g = gains[v]["sweep_gain_goodput"][str(ld)]
-      rows.append(f"| {v} | {ld} | " + " | ".join(
+      rows.append(f"| {v} | {steps} | {ld} | " + " | ".join(
           harness.fmt(sweep_summary[f"{v}@{i + 1}@{ld}"]) for i in range(n_ck))
           + f" | {g[0]:+.3f} [{g[1]:+.3f}, {g[2]:+.3f}] |")
   return rows
@@ -503,9 +516,10 @@ def _markdown(c, main, held, others, summary, summary_h, policies, ratios, ratio
       f"request's features, embed {c[a].entities.embed_dim}, {c[a].entities.num_heads} heads, "
       f"{c[a].entities.num_layers} layer(s), padded to {c.max_gpus} GPU slots) trained on the "
       f"family {', '.join(x.name for x in fam)} (a cluster and a load in {tuple(c.loads)} drawn "
-      f"per episode inside the jitted program), {int(c[a].total_timesteps):,} env steps x "
-      f"{c.num_seeds} seeds per variant, from scratch ({a}) and warm-started by behaviour "
-      f"cloning ({a}_bc) of the best tuned heuristic on {main.name} at load {teacher_ld} "
+      f"per episode inside the jitted program), {c.num_seeds} seeds, from scratch ({a}, "
+      f"{_checkpoint_steps(c, a)[-1]:,} env steps) and warm-started by behaviour "
+      f"cloning ({a}_bc, {_checkpoint_steps(c, a + '_bc')[-1]:,} env steps) of the best "
+      f"tuned heuristic on {main.name} at load {teacher_ld} "
       f"({teacher_fam}, {heuristics.describe(teacher_fam, teacher_pp) or 'no knobs'}; "
       f"{int(c.bc.num_envs) * int(c.bc.num_steps):,} demonstration steps on the family, "
       f"{c.bc.steps} Adam steps; accuracy on the demonstrations per seed "
@@ -589,10 +603,9 @@ def _plot(c, summary, summary_h, policies, curves, sweep_summary, variants, main
     ax.set_title(f"{cl.name}" + (" (never trained on)" if cl is held else ""), fontsize=9)
   axes[0].legend(fontsize=6)
   n_ck = int(c.budget_chunks)
-  steps = [int(c.ppo.total_timesteps) * (i + 1) // n_ck for i in range(n_ck)]
   for v in variants:
     for ld in c.loads:
-      plotting.errorbar_ci(axes[2], steps, [sweep_summary[f"{v}@{i + 1}@{ld}"]
+      plotting.errorbar_ci(axes[2], _checkpoint_steps(c, v), [sweep_summary[f"{v}@{i + 1}@{ld}"]
                                             for i in range(n_ck)], fmt="-o",
                            label=f"{v} @ load {ld}")
   axes[2].set_xlabel("env steps (budget checkpoint)")

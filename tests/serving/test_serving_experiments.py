@@ -37,7 +37,10 @@ def test_routing_config_checks_the_cluster_family():
                               ("family_clusters", (("H100-7B", "TPU"),), "clusters"),
                               ("variants", ("scratch", "dagger"), "variants"),
                               ("budget_chunks", 3, "budget_chunks"),
-                              ("observation", "flat", "observation")):
+                              ("observation", "flat", "observation"),
+                              ("budget_scale", {"scratch": 0, "bc": 1}, "budget_scale.scratch"),
+                              ("budget_scale", {"scratch": 2.5, "bc": 1},
+                               "budget_scale.scratch")):
     c = cfg_r.get_config("quick")
     c[field] = value
     with pytest.raises(ValueError, match=match):
@@ -74,6 +77,10 @@ def test_quick_reproduction_end_to_end(tmp_path, name, monkeypatch):
     assert "Cross-cluster generalisation" in md and "Budget sweep" in md
     assert {"ppo", "ppo_bc"} <= set(rec["learning_curves"])
     assert set(rec["budget_sweep_goodput"]) >= {"ppo@1@0.5", "ppo_bc@2@1.3"}
+    # scratch PPO trains budget_scale["scratch"] x the BC-started run's env steps
+    steps = rec["budget_steps"]
+    assert steps["ppo"]["2"] == c.budget_scale.scratch * c.ppo.total_timesteps
+    assert steps["ppo_bc"]["2"] == c.budget_scale.bc * c.ppo.total_timesteps
     assert len(rec["bc"]["accuracy_per_seed"]) == c.num_seeds
     held = [cl for cl in rec["claims"] if "never trained on" in cl["claim"]]
     assert len(held) == 1 and held[0]["verdict"] in results.VERDICTS
