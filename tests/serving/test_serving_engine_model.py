@@ -71,6 +71,19 @@ def test_long_context_profile_from_published_architecture():
     cost_model.spec_for("A100-7B", "gpt-5")
 
 
+def test_batching_token_budget_is_the_tpot_fitted_one():
+  """serving_batching runs one GPU with a uniform token budget; on its GPU type that budget is
+  the one routing's per-GPU rule picks (the largest whose worst iteration fits the TPOT SLO) for
+  every trace's model, so batching and routing share an engine setting, not just a default."""
+  import configs.serving_batching as cfg_b
+  c = cfg_b.get_config()
+  for trace, model in cost_model.TRACE_MODELS.items():
+    spec = cost_model.spec_for(c.gpu, model)
+    fitted = cost_model.engine_settings(spec, c.slo_tpot).max_num_batched_tokens
+    assert fitted == c.max_batched_tokens, (trace, model, fitted)
+    assert cost_model.worst_iteration_time(spec, fitted) <= c.slo_tpot
+
+
 def test_mooncake_fits_the_long_context_model():
   mc = traces.load_shipped("mooncake_conv")
   spec = cost_model.spec_for("A100-7B", cost_model.TRACE_MODELS["mooncake_conv"])
