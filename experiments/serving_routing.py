@@ -391,7 +391,7 @@ def _learned(c, env, params, seeds, teacher_pp, workdir, reuse, log, su: Setup):
     init = None
     name = a if v == "scratch" else f"{a}_bc"
     vcfg = acfg.copy_and_resolve_references()
-    vcfg.total_timesteps = int(acfg.total_timesteps) * int(c.budget_scale[v])
+    vcfg.total_timesteps = _checkpoint_steps(c, name)[-1]     # budget_scale[v] x the base
     if v == "bc":
       init, bc_acc, t_bc = common.bc_warm_params(mod, vcfg, env, params, teacher, seeds, c.bc)
       train_time[f"{name}_cloning"] = t_bc
