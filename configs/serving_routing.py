@@ -140,6 +140,10 @@ def validate(config):
       raise ValueError(f"config.bc.{f} must be > 0, got {config.bc[f]}")
   if not config.bc.lr > 0:
     raise ValueError(f"config.bc.lr must be > 0, got {config.bc.lr}")
+  extra = sorted(set(config.budget_scale.keys()) - {"scratch", "bc"})
+  if extra:
+    raise ValueError(f"config.budget_scale has unknown variants {extra}: its keys are 'scratch' "
+                     f"and 'bc'")
   for v in ("scratch", "bc"):
     m = config.budget_scale.get(v)
     if not isinstance(m, int) or isinstance(m, bool) or m < 1:

@@ -40,7 +40,9 @@ def test_routing_config_checks_the_cluster_family():
                               ("observation", "flat", "observation"),
                               ("budget_scale", {"scratch": 0, "bc": 1}, "budget_scale.scratch"),
                               ("budget_scale", {"scratch": 2.5, "bc": 1},
-                               "budget_scale.scratch")):
+                               "budget_scale.scratch"),
+                              ("budget_scale", {"scratch": 4, "bc": 1, "scrach": 2},
+                               "budget_scale has unknown variants")):
     c = cfg_r.get_config("quick")
     c[field] = value
     with pytest.raises(ValueError, match=match):
