@@ -4,8 +4,9 @@ Same workload for both: windows of K consecutive requests of the Azure conv trac
 by join-shortest-queue over the default heterogeneous cluster (H100 + A100 + 2 x L4) with continuous
 batching. The JAX side runs `--num_envs` episodes at once (vmap + jit, compile excluded); the
 reference runs enough episodes one after another to simulate about `--ref_requests` requests.
-Each side is timed `--reps` times and its best kept (best-of-n estimates the undisturbed speed;
-applied to both sides alike).
+Every row is compiled first, then all rows are timed in `--reps` interleaved rounds and each
+side's best kept (best-of-n estimates the undisturbed speed, applied to both sides alike;
+interleaving puts a change in the machine's background load on every row alike).
 
 Why per CPU-second: wall-clock ratios on a shared machine mostly track how much CPU each side
 happened to get (the same code gave 24x to 77x), and XLA may use several threads. Both sides are
@@ -54,7 +55,7 @@ _TABLES = flags.DEFINE_list("tables", ["64", "256", "1024", "2048", "8192"],
 _WINDOW = flags.DEFINE_integer("window", 32, "engine window slots (requests in flight)")
 _REF = flags.DEFINE_integer("ref_requests", 4096, "requests simulated by the reference per rep")
 _RATE = flags.DEFINE_float("rate_scale", 1.0, "load knob (x the trace rate)")
-_REPS = flags.DEFINE_integer("reps", 2, "timed repetitions per side (best kept)")
+_REPS = flags.DEFINE_integer("reps", 3, "timed rounds over all rows (best per side kept)")
 _EXTRA = flags.DEFINE_bool("extra_rows", True, "also time static / 1-GPU continuous batching")
 _CACHE = flags.DEFINE_integer("cache_rows", 256, "K of the prefix-cache rows (Mooncake, cache "
                               "off and on; 0 = none)")
@@ -78,70 +79,81 @@ def _pin_and_reexec():
 MAX_EVENTS = 4096  # per decision step: a safety bound only (a run that hits it is an error)
 
 
-def _best_time(fn, reps: int):
-  """(best wall seconds, best CPU seconds (all threads) over `reps` calls of fn(), last output)."""
-  wall, cpu, out = float("inf"), float("inf"), None
-  for _ in range(reps):
-    t, c = time.perf_counter(), time.process_time()
-    out = fn()
-    wall, cpu = min(wall, time.perf_counter() - t), min(cpu, time.process_time() - c)
-  return wall, cpu, out
+def _timed(fn):
+  """(wall seconds, CPU seconds (all threads), output) of one call of fn()."""
+  t, c = time.perf_counter(), time.process_time()
+  out = fn()
+  return time.perf_counter() - t, time.process_time() - c, out
 
 
-def _compare(env, p, policy, pparams, k: int, num_envs: int, rate: float, run_ref,
-             ref_requests: int, reps: int, trace: str = "azure_conv",
-             max_model_len: int = 4096) -> dict:
-  """Times `num_envs` vmapped JAX episodes of k requests and about `ref_requests` requests of
-  reference episodes on windows of the same trace.
+class _Sides:
+  """Both sides of one benchmark row, compiled and ready: `time_once()` times one run of each
+  side (keeping the best), `result()` turns the best times into the row's figures. Rows are
+  timed in interleaved rounds (main), so a change in the machine's background load over the
+  run falls on every row alike instead of on whichever row was running then."""
 
-  run_ref(window_trace) -> (finished, rejected) of one reference episode on that window.
-  """
-  tr = traces.load_shipped(trace)
-  starts = np.linspace(0, len(tr) - k, num_envs).round().astype(np.int32)
+  def __init__(self, env, p, policy, pparams, k: int, num_envs: int, rate: float, run_ref,
+               ref_requests: int, trace: str = "azure_conv", max_model_len: int = 4096):
+    """run_ref(window_trace) -> (finished, rejected) of one reference episode on that window;
+    the JAX side runs `num_envs` vmapped episodes of k requests, the reference about
+    `ref_requests` requests of episodes on windows of the same trace."""
+    tr = traces.load_shipped(trace)
+    starts = np.linspace(0, len(tr) - k, num_envs).round().astype(np.int32)
 
-  def one(start, key):
-    pp = p.replace(window_start=start, rate_scale=rate)
-    st, _, _ = evaluate.rollout(env, pp, policy, pparams, key, 20 * k)
-    if not hasattr(st, "eng"):                       # static batching has no event engine
-      z = jnp.int32(0)
-      return jnp.sum(st.status == 3), z, z, z, z
-    res = engine.results(st.eng)
-    return (jnp.sum(res.status == engine.DONE), st.eng.n_events, jnp.sum(st.eng.n_iter),
-            st.eng.cap_hits, st.eng.n_rejected)
+    def one(start, key):
+      pp = p.replace(window_start=start, rate_scale=rate)
+      st, _, _ = evaluate.rollout(env, pp, policy, pparams, key, 20 * k)
+      if not hasattr(st, "eng"):                       # static batching has no event engine
+        z = jnp.int32(0)
+        return jnp.sum(st.status == 3), z, z, z, z
+      res = engine.results(st.eng)
+      return (jnp.sum(res.status == engine.DONE), st.eng.n_events, jnp.sum(st.eng.n_iter),
+              st.eng.cap_hits, st.eng.n_rejected)
 
-  f = jax.jit(jax.vmap(one))
-  args = (jnp.asarray(starts), jax.random.split(jax.random.PRNGKey(0), num_envs))
-  t = time.perf_counter()
-  jax.block_until_ready(f(*args))
-  compile_s = time.perf_counter() - t
-  jax_wall, jax_cpu, (done, events, iters, cap_hits, rejected) = _best_time(
-      lambda: jax.block_until_ready(f(*args)), reps)
-  if int(cap_hits.sum()):
-    raise RuntimeError(f"{int(cap_hits.sum())} decision steps hit max_events={MAX_EVENTS}")
+    f = jax.jit(jax.vmap(one))
+    args = (jnp.asarray(starts), jax.random.split(jax.random.PRNGKey(0), num_envs))
+    self._jax = lambda: jax.block_until_ready(f(*args))
+    t = time.perf_counter()
+    self._jax()
+    self.compile_s = time.perf_counter() - t
+    clipped = tr.clipped(max_model_len, 2048)
+    self.n_ref = max(1, min(num_envs, -(-ref_requests // k)))
+    windows = [clipped.slice(int(s), int(s) + k)
+               for s in starts[np.linspace(0, num_envs - 1, self.n_ref).astype(int)]]
+    self._ref = lambda: [run_ref(w) for w in windows]
+    self.k, self.num_envs = k, num_envs
+    self.best = {"jax": (np.inf, np.inf), "ref": (np.inf, np.inf)}
+    self.out = {}
 
-  clipped = tr.clipped(max_model_len, 2048)
-  n_ref = max(1, min(num_envs, -(-ref_requests // k)))
-  windows = [clipped.slice(int(s), int(s) + k)
-             for s in starts[np.linspace(0, num_envs - 1, n_ref).astype(int)]]
-  ref_wall, ref_cpu, ref_out = _best_time(lambda: [run_ref(w) for w in windows], reps)
-  n_ref_done = sum(d for d, _ in ref_out)
-  n_jax = float(done.sum())
-  return {"jax_req_per_cpu_s": n_jax / jax_cpu, "ref_req_per_cpu_s": n_ref_done / ref_cpu,
-          "ratio_cpu": (n_jax / jax_cpu) / (n_ref_done / ref_cpu),
-          "jax_req_per_s": n_jax / jax_wall, "ref_req_per_s": n_ref_done / ref_wall,
-          "jax_cpu_us_per_req": 1e6 * jax_cpu / n_jax, "ref_cpu_us_per_req": 1e6 * ref_cpu / n_ref_done,
-          "jax_compile_s": compile_s, "events_per_episode": float(events.mean()),
-          "iterations_per_episode": float(iters.mean()),
-          "rejected_share": float(rejected.sum()) / (num_envs * k),
-          "ref_rejected_share": sum(r for _, r in ref_out) / (n_ref * k)}
+  def time_once(self):
+    for side, fn in (("jax", self._jax), ("ref", self._ref)):
+      wall, cpu, self.out[side] = _timed(fn)
+      self.best[side] = (min(self.best[side][0], wall), min(self.best[side][1], cpu))
+
+  def result(self) -> dict:
+    done, events, iters, cap_hits, rejected = self.out["jax"]
+    if int(cap_hits.sum()):
+      raise RuntimeError(f"{int(cap_hits.sum())} decision steps hit max_events={MAX_EVENTS}")
+    (jax_wall, jax_cpu), (ref_wall, ref_cpu) = self.best["jax"], self.best["ref"]
+    n_ref_done = sum(d for d, _ in self.out["ref"])
+    n_jax = float(done.sum())
+    return {"jax_req_per_cpu_s": n_jax / jax_cpu, "ref_req_per_cpu_s": n_ref_done / ref_cpu,
+            "ratio_cpu": (n_jax / jax_cpu) / (n_ref_done / ref_cpu),
+            "jax_req_per_s": n_jax / jax_wall, "ref_req_per_s": n_ref_done / ref_wall,
+            "jax_cpu_us_per_req": 1e6 * jax_cpu / n_jax,
+            "ref_cpu_us_per_req": 1e6 * ref_cpu / n_ref_done,
+            "jax_compile_s": self.compile_s, "events_per_episode": float(events.mean()),
+            "iterations_per_episode": float(iters.mean()),
+            "rejected_share": float(rejected.sum()) / (self.num_envs * self.k),
+            "ref_rejected_share": sum(r for _, r in self.out["ref"]) / (self.n_ref * self.k),
+            "k": self.k}
 
 
 def _ref_counts(out) -> tuple[int, int]:
   return int((out["status"] == 3).sum()), int((out["status"] == reference_sim.REJECTED).sum())
 
 
-def bench_routing(num_envs, k, ref_requests, rate=1.0, window=32, fast_forward=True, reps=2
-                  ) -> dict:
+def bench_routing(num_envs, k, ref_requests, rate=1.0, window=32, fast_forward=True) -> _Sides:
   """Routing (continuous batching on the default 4-GPU cluster), join-shortest-queue router
   (round-robin overloads the L4s at this rate: the window fills and requests are rejected)."""
   env, p = routing.make_routing(table_size=k, train_frac=None, cap=32, max_events=MAX_EVENTS,
@@ -154,11 +166,11 @@ def bench_routing(num_envs, k, ref_requests, rate=1.0, window=32, fast_forward=T
                                    window=env.window)
     return _ref_counts(ref.run_routing(lambda sim, i: int(np.argmin(sim.outstanding()))))
 
-  return _compare(env, p, heuristics.make_router("jsq", n), {}, k, num_envs, rate,
-                  run_ref, ref_requests, reps)
+  return _Sides(env, p, heuristics.make_router("jsq", n), {}, k, num_envs, rate, run_ref,
+                ref_requests)
 
 
-def bench_prefix_cache(num_envs, k, ref_requests, window=32, cache=True, reps=2) -> dict:
+def bench_prefix_cache(num_envs, k, ref_requests, window=32, cache=True) -> _Sides:
   """Routing with the prefix cache: the Mooncake conversation sample served by Llama-3.1-8B on
   the default 4-GPU cluster (its 51,792-token context, ~100 blocks per prompt, each GPU's whole
   KV as 512-token cache blocks), JSQ; `cache=False`: the same replay without it (what the
@@ -176,11 +188,11 @@ def bench_prefix_cache(num_envs, k, ref_requests, window=32, cache=True, reps=2)
                                    hashes=w.hash_ids if cache else None, cache_blocks=blocks)
     return _ref_counts(ref.run_routing(lambda sim, i: int(np.argmin(sim.outstanding()))))
 
-  return _compare(env, p, heuristics.make_router("jsq", env.n_gpus), {}, k, num_envs, 1.0,
-                  run_ref, ref_requests, reps, trace="mooncake_conv", max_model_len=mml)
+  return _Sides(env, p, heuristics.make_router("jsq", env.n_gpus), {}, k, num_envs, 1.0,
+                run_ref, ref_requests, trace="mooncake_conv", max_model_len=mml)
 
 
-def bench_static(num_envs, k, ref_requests, rate=0.2, b=8, reps=2) -> dict:
+def bench_static(num_envs, k, ref_requests, rate=0.2, b=8) -> _Sides:
   """Static batching (ServingBatch-v0 static mode), idle-only dispatch of up to b requests."""
   env, p = batching.make_batching("static", table_size=k, train_frac=None)
   b_idx = list(batching.STATIC_LEVELS).index(b)
@@ -190,12 +202,11 @@ def bench_static(num_envs, k, ref_requests, rate=0.2, b=8, reps=2) -> dict:
                                         lambda v: b, p.wait_dt)
     return _ref_counts(out)
 
-  return _compare(env, p, heuristics.idle_only, {"b_idx": b_idx}, k, num_envs, rate, run_ref,
-                  ref_requests, reps)
+  return _Sides(env, p, heuristics.idle_only, {"b_idx": b_idx}, k, num_envs, rate, run_ref,
+                ref_requests)
 
 
-def bench_continuous(num_envs, k, ref_requests, rate=1.0, cap_idx=6, window=32, reps=2
-                     ) -> dict:
+def bench_continuous(num_envs, k, ref_requests, rate=1.0, cap_idx=6, window=32) -> _Sides:
   """Continuous batching on one GPU (ServingBatch-v0 continuous mode), constant max_num_seqs."""
   env, p = batching.make_batching("continuous", table_size=k, train_frac=None,
                                   max_events=MAX_EVENTS, window=window)
@@ -206,8 +217,8 @@ def bench_continuous(num_envs, k, ref_requests, rate=1.0, cap_idx=6, window=32, 
                                    cap=cap, window=env.window)
     return _ref_counts(ref.run_single(None, p.decision_dt))
 
-  return _compare(env, p, heuristics.fixed_cap, {"a": cap_idx}, k, num_envs, rate, run_ref,
-                  ref_requests, reps)
+  return _Sides(env, p, heuristics.fixed_cap, {"a": cap_idx}, k, num_envs, rate, run_ref,
+                ref_requests)
 
 
 def _row(name, r):
@@ -224,24 +235,25 @@ def main(argv):
     _pin_and_reexec()
   n, w, reps, refq = _NUM_ENVS.value, _WINDOW.value, _REPS.value, _REF.value
   tables = [int(x) for x in _TABLES.value]
-  rows = []
-  for k in tables:
-    r = bench_routing(n, k, refq, _RATE.value, w, True, reps)
-    rows.append((f"ServingRoute-v0, 4 GPUs, K={k}", dict(r, k=k)))
-    print(_row(*rows[-1]), flush=True)
-  per_req = [r["jax_cpu_us_per_req"] for _, r in rows]
+  # Compile every row first, then time them in interleaved rounds (_Sides).
+  rows = [(f"ServingRoute-v0, 4 GPUs, K={k}", bench_routing(n, k, refq, _RATE.value, w, True))
+          for k in tables]
   if _EXTRA.value:
     k = tables[0]
     rows.append((f"ServingBatch-v0 continuous, 1 GPU, K={k}",
-                 dict(bench_continuous(n, k, refq, window=w, reps=reps), k=k)))
-    rows.append((f"ServingBatch-v0 static, 1 GPU, K={k}",
-                 dict(bench_static(n, k, refq, reps=reps), k=k)))
+                 bench_continuous(n, k, refq, window=w)))
+    rows.append((f"ServingBatch-v0 static, 1 GPU, K={k}", bench_static(n, k, refq)))
   if _CACHE.value:
     k = _CACHE.value
-    for on in (False, True):
-      rows.append((f"ServingRoute-v0 Mooncake 8B, cache {'on' if on else 'off'}, K={k}",
-                   dict(bench_prefix_cache(n, k, refq, _CACHE_WINDOW.value, on, reps), k=k)))
-      print(_row(*rows[-1]), flush=True)
+    rows += [(f"ServingRoute-v0 Mooncake 8B, cache {'on' if on else 'off'}, K={k}",
+              bench_prefix_cache(n, k, refq, _CACHE_WINDOW.value, on)) for on in (False, True)]
+  for r in range(reps):
+    for _, sides in rows:
+      sides.time_once()
+    print(f"round {r + 1} / {reps} timed", flush=True)
+  rows = [(name, sides.result()) for name, sides in rows]
+  per_req = [r["jax_cpu_us_per_req"] for _, r in rows[:len(tables)]]
+  if _CACHE.value:
     off, on = rows[-2][1], rows[-1][1]
   pinned = (f"pinned to core {os.environ[_PINNED_ENV]}, XLA intra-op threads off"
             if _PINNED_ENV in os.environ else f"unpinned ({len(os.sched_getaffinity(0))} cores)")
