@@ -189,23 +189,13 @@ def run(c, quick: bool, workdir: str | None = None, eval_trace: str | None = Non
   grids = _grids(hp, su.cache, int(c.grid_points))
   fams = list(grids)
 
-  # 1. Capacity of every cluster: the largest rate at which the best tuned heuristic meets the
-  #    SLO for 90% of requests (every grid point of every family is a candidate at every rate).
-  for cl in [main] + others + [held]:
-    cl.capacity, cl.base_scale, cl.cap_by = common.best_heuristic_capacity(
-        ev, grids, cl.p_train, cl.tune_starts[:c.n_capacity_windows], cl.key, slo,
-        train_tr.rate, cl.type_id)
-    cl.scales = {ld: ld * cl.base_scale for ld in c.loads}
-    log(f"{cl.name}: capacity {cl.capacity:.2f} req/s (set by {cl.cap_by})")
-
-  # 2. Tune every family per load on training windows, on the claims' cluster and the held-out.
-  n_tune_evals = 0
-  for cl in (main, held):
-    cl.tuned, cl.tune_score, n = common.tune(ev, grids, cl.p_train, cl.tune_starts, cl.scales,
-                                             cl.key, slo, cl.type_id)
-    cl.best_heur = {ld: max(fams, key=lambda f: cl.tune_score[(f, ld)]) for ld in c.loads}
-    n_tune_evals += n
-  log(f"tuned {n_tune_evals} window evaluations")
+  # 1-2. Capacity of every cluster (the largest rate at which the best tuned heuristic meets
+  #      the SLO for 90% of requests; every grid point of every family is a candidate at every
+  #      rate), then every family tuned per load on training windows, on the claims' cluster and
+  #      the held-out one. Cached in the workdir, so an interrupted run resumes after them.
+  n_tune_evals, resumed = _heuristic_stage(c, su, ev, main, others, held, grids, train_tr.rate,
+                                           slo, workdir, eval_trace, log)
+  log(f"tuned {n_tune_evals} window evaluations" + (" (from the workdir)" if resumed else ""))
 
   # 3. RL on the family: a cluster (with its own capacity as rate scale) and a load per episode.
   env_rl, _ = routing.make_routing(table_size=c.train_table, trace=train_tr,
@@ -217,8 +207,9 @@ def run(c, quick: bool, workdir: str | None = None, eval_trace: str | None = Non
   teacher_ld = max(c.loads)
   teacher_fam = main.best_heur[teacher_ld]
   teacher_pp = main.tuned[(teacher_fam, teacher_ld)]
-  learned_ck, curves, train_time, bc_acc = _learned(
+  learned_ck, curves, train_time, bc_acc, loaded = _learned(
       c, fam_env, fam_params, seeds, teacher_pp, workdir, bool(eval_trace or reuse), log, su)
+  resumed_stages = (["heuristics"] if resumed else []) + loaded
   variants = list(learned_ck)
   final = common.with_modes(c, {v: ck[-1] for v, ck in learned_ck.items()})
   log("trained")
@@ -346,6 +337,9 @@ def run(c, quick: bool, workdir: str | None = None, eval_trace: str | None = Non
                     "teacher_knobs": heuristics.describe(teacher_fam, teacher_pp),
                     "accuracy_per_seed": [float(a) for a in bc_acc]},
              "learning_curves": curves, "train_time_s": train_time,
+             # stages taken from the workdir's caches (same code and settings; their time is
+             # in train_time_s, not in this process's wall time)
+             "resumed_stages": resumed_stages,
              "baseline_tuning_evals": n_tune_evals, "clipping": clip,
              "eval_trace": eval_trace or f"{c.trace}[late {1 - c.train_frac:.0%}]",
              "trace": c.trace, "model": su.model, "max_model_len": su.max_model_len,
@@ -365,43 +359,122 @@ def run(c, quick: bool, workdir: str | None = None, eval_trace: str | None = Non
   return {"claims": claims, "summary": summary, "heldout_summary": summary_h}
 
 
+# Config fields that only the learned policies depend on: the heuristic stage's cache key
+# leaves them out, so changing an RL setting (a budget, the seeds) keeps the tuned baselines.
+_RL_ONLY = ("ppo", "reinforce", "bc", "budget_scale", "variants", "budget_chunks", "algos",
+            "num_seeds")
+
+
+def _heuristic_stage(c, su: Setup, ev, main, others, held, grids, trace_rate, slo, workdir,
+                     eval_trace, log) -> tuple[int, bool]:
+  """Sets capacity, base_scale, cap_by, scales on every cluster and tuned, tune_score,
+  best_heur on `main` and `held`. Cached in `workdir/heuristics.json` (plain JSON: capacities
+  and the index of each tuned grid point), reused when its key (every config field but
+  `_RL_ONLY`, the trace setup, the evaluation trace) matches. Returns (#tuning window
+  evaluations, whether the cache was used)."""
+  path = os.path.join(workdir, "heuristics.json")
+  key = json.dumps([{k: v for k, v in c.to_dict().items() if k not in _RL_ONLY},
+                    dataclasses.asdict(su), eval_trace], sort_keys=True, default=str)
+  clusters = [main] + others + [held]
+  fams = list(grids)
+  saved = None
+  if os.path.exists(path):
+    try:
+      with open(path) as f:
+        saved = json.load(f)
+    except (OSError, ValueError) as e:     # a truncated cache: recompute, never trust it
+      print(f"{path}: unreadable ({e}); recomputing the heuristic stage", flush=True)
+  if saved is not None and saved.get("key") == key:
+    for cl in clusters:
+      cl.capacity, cl.base_scale, cl.cap_by = saved["capacity"][cl.name]
+    for cl in (main, held):
+      idx = saved["tuned_index"][cl.name]
+      cl.tuned = {(f, ld): grids[f][idx[f"{f}@{ld}"]] for f in fams for ld in c.loads}
+      cl.tune_score = {(f, ld): saved["tune_score"][cl.name][f"{f}@{ld}"] for f in fams
+                       for ld in c.loads}
+    n_tune_evals, resumed = int(saved["n_tune_evals"]), True
+  else:
+    for cl in clusters:
+      cl.capacity, cl.base_scale, cl.cap_by = common.best_heuristic_capacity(
+          ev, grids, cl.p_train, cl.tune_starts[:c.n_capacity_windows], cl.key, slo,
+          trace_rate, cl.type_id)
+      log(f"{cl.name}: capacity {cl.capacity:.2f} req/s (set by {cl.cap_by})")
+    n_tune_evals = 0
+    for cl in (main, held):
+      scales = {ld: ld * cl.base_scale for ld in c.loads}
+      cl.tuned, cl.tune_score, n = common.tune(ev, grids, cl.p_train, cl.tune_starts,
+                                               scales, cl.key, slo, cl.type_id)
+      n_tune_evals += n
+    index = lambda g, f: next(i for i, x in enumerate(grids[f]) if x is g)
+    with open(path + ".tmp", "w") as f:
+      json.dump({"key": key, "n_tune_evals": n_tune_evals,
+                 "capacity": {cl.name: [cl.capacity, cl.base_scale, cl.cap_by]
+                              for cl in clusters},
+                 "tuned_index": {cl.name: {f"{f}@{ld}": index(cl.tuned[(f, ld)], f)
+                                           for f in fams for ld in c.loads}
+                                 for cl in (main, held)},
+                 "tune_score": {cl.name: {f"{f}@{ld}": cl.tune_score[(f, ld)] for f in fams
+                                          for ld in c.loads} for cl in (main, held)}}, f)
+    os.replace(path + ".tmp", path)        # never a half-written cache
+    resumed = False
+  for cl in clusters:
+    cl.scales = {ld: ld * cl.base_scale for ld in c.loads}
+  for cl in (main, held):
+    cl.best_heur = {ld: max(fams, key=lambda f: cl.tune_score[(f, ld)]) for ld in c.loads}
+  return n_tune_evals, resumed
+
+
 def _learned(c, env, params, seeds, teacher_pp, workdir, reuse, log, su: Setup):
-  """PPO from scratch and PPO warm-started by BC, with budget checkpoints; cached in workdir
-  (reused when the run key matches, or always with --reuse_policies / --eval_trace).
-  Returns ({variant: [params stacked over seeds] per checkpoint}, curves, seconds, BC acc)."""
+  """PPO from scratch and PPO warm-started by BC, with budget checkpoints. Each variant is
+  cached in workdir as soon as it is trained (`policies_<name>.npz`), so an interrupted run
+  keeps the variants it finished; reused when the variant's run key matches, or always with
+  --reuse_policies / --eval_trace. Returns ({variant: [params stacked over seeds] per
+  checkpoint}, curves, seconds, BC accuracy, [variants loaded from the workdir])."""
   a = c.algos[0]
   acfg = c[a].copy_and_resolve_references()
-  path = os.path.join(workdir, "policies.npz")
-  run_key = json.dumps([acfg.to_dict(), list(seeds), int(c.train_table), list(c.loads),
-                        [list(x) for x in [c.cluster] + list(c.family_clusters)],
-                        int(c.max_gpus), list(c.variants), int(c.budget_chunks),
-                        c.budget_scale.to_dict(),
-                        c.bc.to_dict(), dataclasses.asdict(su), float(c.slo_ttft),
-                        int(c.eval_table)], sort_keys=True, default=str)
-  saved = harness.load_policy(path) if os.path.exists(path) else None
-  if saved is not None and (reuse or str(saved.get("key", "")) == run_key):
-    ck = {v: [jax.tree.map(jnp.asarray, p) for p in saved["params"][v]] for v in saved["params"]}
-    return ck, saved["curves"], saved["train_time"], np.asarray(saved["bc_acc"])
   mod = common.ALGOS[a]
   pol = heuristics.router_switch(int(c.max_gpus), entity=True, cache=su.cache)
   teacher = lambda obs, key: jax.vmap(pol, in_axes=(None, 0, 0))(
       teacher_pp, obs, jax.random.split(key, obs.shape[0]))
-  ck, curves, train_time, bc_acc = {}, {}, {}, np.zeros(0)
+  # The teacher (the heuristic stage's pick) enters the BC variant's key by its knobs.
+  teacher_key = jax.tree.map(lambda x: np.asarray(x).tolist(),
+                             {k: x for k, x in teacher_pp.items() if k != "net"})
+  ck, curves, train_time, bc_acc, loaded = {}, {}, {}, np.zeros(0), []
   for v in c.variants:
-    init = None
     name = a if v == "scratch" else f"{a}_bc"
     vcfg = acfg.copy_and_resolve_references()
     vcfg.total_timesteps = _checkpoint_steps(c, name)[-1]     # budget_scale[v] x the base
+    path = os.path.join(workdir, f"policies_{name}.npz")
+    run_key = json.dumps([v, vcfg.to_dict(), list(seeds), int(c.train_table), list(c.loads),
+                          [list(x) for x in [c.cluster] + list(c.family_clusters)],
+                          int(c.max_gpus), int(c.budget_chunks),
+                          c.bc.to_dict() if v == "bc" else None,
+                          teacher_key if v == "bc" else None,
+                          dataclasses.asdict(su), float(c.slo_ttft), int(c.eval_table)],
+                         sort_keys=True, default=str)
+    saved = harness.load_policy(path) if os.path.exists(path) else None
+    if saved is not None and (reuse or str(saved.get("key", "")) == run_key):
+      ck[name] = [jax.tree.map(jnp.asarray, p) for p in saved["params"]]
+      curves[name] = saved["curves"]
+      train_time.update(saved["train_time"])
+      if v == "bc":
+        bc_acc = np.asarray(saved["bc_acc"])
+      log(f"{name}: trained policy from {path}")
+      loaded.append(name)
+      continue
+    init, times = None, {}
     if v == "bc":
-      init, bc_acc, t_bc = common.bc_warm_params(mod, vcfg, env, params, teacher, seeds, c.bc)
-      train_time[f"{name}_cloning"] = t_bc
+      init, bc_acc, times[f"{name}_cloning"] = common.bc_warm_params(mod, vcfg, env, params,
+                                                                     teacher, seeds, c.bc)
       log(f"behaviour cloning: accuracy {np.round(bc_acc, 3).tolist()}")
-    ck[name], cv, train_time[name] = common.train_checkpoints(
+    ck[name], cv, times[name] = common.train_checkpoints(
         mod, vcfg, env, params, seeds, int(c.budget_chunks), f"route train {name}", init)
     curves[name] = cv.tolist()
-  harness.save_policy(path, {"params": ck, "curves": curves, "key": run_key,
-                             "train_time": train_time, "bc_acc": bc_acc})
-  return ck, curves, train_time, bc_acc
+    train_time.update(times)
+    harness.save_policy(path, {"params": ck[name], "curves": curves[name], "key": run_key,
+                               "train_time": times,
+                               "bc_acc": bc_acc if v == "bc" else np.zeros(0)})
+  return ck, curves, train_time, bc_acc, loaded
 
 
 def _engine_line(c, cluster) -> str:

@@ -86,6 +86,13 @@ def test_quick_reproduction_end_to_end(tmp_path, name, monkeypatch):
     assert len(rec["bc"]["accuracy_per_seed"]) == c.num_seeds
     held = [cl for cl in rec["claims"] if "never trained on" in cl["claim"]]
     assert len(held) == 1 and held[0]["verdict"] in results.VERDICTS
+    assert rec["resumed_stages"] == []
+    # A second run in the same workdir resumes: tuned baselines and both trained variants come
+    # from the workdir's caches, and the evaluation gives the same numbers.
+    exp.run(c, True, str(tmp_path / "wd"))
+    again = json.load(open(tmp_path / "results" / f"{name}.json"))
+    assert again["resumed_stages"] == ["heuristics", "ppo", "ppo_bc"]
+    assert again["summary"] == rec["summary"] and again["tuned"] == rec["tuned"]
     return      # --eval_trace goes through the same shared code; checked once (cheaper static run)
   # --eval_trace: the saved policy is evaluated on any trace file.
   trace = os.path.join(ROOT, "jaxrl_suite", "envs", "serving", "data", "azure2023_code_sample.csv")
