@@ -22,8 +22,9 @@ from ml_collections import config_flags
 from tqdm import tqdm
 
 from experiments import cli
+import jaxrl_suite
 from jaxrl_suite.algos import behaviour_cloning, ppo, reinforce
-from jaxrl_suite.core import results, stats
+from jaxrl_suite.core import results, stats, tree_io
 from jaxrl_suite.core.networks import ActorCritic
 from jaxrl_suite.envs.serving import harness, heuristics, traces, workload
 
@@ -235,12 +236,35 @@ def net_policy(c, env, params):
   return policy, {"params": template, "greedy": jnp.zeros((), bool)}
 
 
+def library_fingerprint() -> str:
+  """sha256 of every jaxrl_suite/*.py file (paths and contents): part of every workdir cache
+  key, so a cache made by other library code (engine, learners, agents) is never reused, while
+  a change to an experiment script's plumbing keeps it."""
+  import hashlib
+  root = os.path.dirname(os.path.abspath(jaxrl_suite.__file__))
+  h = hashlib.sha256()
+  for d, dirs, files in sorted(os.walk(root)):
+    dirs.sort()
+    for f in sorted(x for x in files if x.endswith(".py")):
+      path = os.path.join(d, f)
+      h.update(os.path.relpath(path, root).encode())
+      with open(path, "rb") as fh:
+        h.update(fh.read())
+  return h.hexdigest()[:16]
+
+
 def train_checkpoints(mod, acfg, env, params, seeds: Sequence[int], n_chunks: int, desc: str,
-                      init_params: Any = None):
+                      init_params: Any = None, resume_path: str | None = None,
+                      resume_key: str = ""):
   """Trains one policy per seed, all seeds vmapped in one jit, in `n_chunks` equal chunks of
   updates of ONE run (the learning-rate schedule is the full run's), keeping the params after
   each chunk: the budget sweep's checkpoints at budget i / n_chunks. init_params (stacked over
   seeds): warm start (behaviour cloning) instead of the learner's initialisation.
+
+  resume_path: after each chunk the whole runner state (params, optimiser state, env states,
+  PRNG keys) and the checkpoints so far are written there (tree_io, atomic), and a run that
+  finds a file with the same `resume_key` continues after its last chunk. Chunks are
+  deterministic, so an interrupted and resumed run gives the uninterrupted run's result.
   Returns ([params stacked over seeds] per checkpoint, curves [S, U], seconds)."""
   t0 = time.time()
   learner = mod.make_learner(acfg, env, params)
@@ -254,12 +278,38 @@ def train_checkpoints(mod, acfg, env, params, seeds: Sequence[int], n_chunks: in
     rs = jax.jit(jax.vmap(lambda k, p: behaviour_cloning.warm_start(learner, p, k)))(
         keys, init_params)
   run = jax.jit(jax.vmap(lambda r: learner.run(r, n // n_chunks)))
-  ckpts, curves = [], []
-  for _ in tqdm(range(n_chunks), desc=f"{desc} ({len(seeds)} seeds vmapped)"):
+  ckpts, curves, spent = [], [], 0.0
+  if resume_path and os.path.exists(resume_path):
+    rs, ckpts, curves, spent = _resume(resume_path, resume_key, rs, n_chunks)
+    if ckpts:
+      print(f"{desc}: resuming after checkpoint {len(ckpts)} / {n_chunks} ({resume_path})",
+            flush=True)
+  for _ in tqdm(range(len(ckpts), n_chunks), desc=f"{desc} ({len(seeds)} seeds vmapped)",
+                initial=len(ckpts), total=n_chunks):
     rs, met = jax.block_until_ready(run(rs))
     ckpts.append(rs.train_state.params)
     curves.append(np.asarray(met["returned_episode_returns"]))
-  return ckpts, np.concatenate(curves, 1), time.time() - t0
+    if resume_path:
+      tree_io.save_tree(resume_path, {
+          "key": resume_key, "state": [np.asarray(x) for x in jax.tree.leaves(rs)],
+          "ckpts": [jax.tree.map(np.asarray, c) for c in ckpts], "curves": curves,
+          "seconds": spent + time.time() - t0})
+  return ckpts, np.concatenate(curves, 1), spent + time.time() - t0
+
+
+def _resume(path: str, key: str, rs, n_chunks: int):
+  """(runner state, checkpoints, curves, seconds) from a `train_checkpoints` resume file, or
+  the fresh `rs` and nothing if the file is another run's (key) or does not fit `rs`."""
+  saved = tree_io.load_tree(path)
+  leaves, treedef = jax.tree.flatten(rs)
+  state = saved.get("state", [])
+  if (saved.get("key") != key or len(state) != len(leaves) or len(saved["ckpts"]) > n_chunks
+      or any(np.shape(a) != np.shape(b) for a, b in zip(state, leaves))):
+    print(f"{path}: another run's state; training from the start", flush=True)
+    return rs, [], [], 0.0
+  rs = jax.tree.unflatten(treedef, [jnp.asarray(a, dtype=b.dtype) for a, b in zip(state, leaves)])
+  ckpts = [jax.tree.map(jnp.asarray, c) for c in saved["ckpts"]]
+  return rs, ckpts, [np.asarray(c) for c in saved["curves"]], float(saved["seconds"])
 
 
 def bc_warm_params(mod, acfg, env, params, teacher, seeds: Sequence[int], bcfg):

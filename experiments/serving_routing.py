@@ -370,11 +370,12 @@ def _heuristic_stage(c, su: Setup, ev, main, others, held, grids, trace_rate, sl
   """Sets capacity, base_scale, cap_by, scales on every cluster and tuned, tune_score,
   best_heur on `main` and `held`. Cached in `workdir/heuristics.json` (plain JSON: capacities
   and the index of each tuned grid point), reused when its key (every config field but
-  `_RL_ONLY`, the trace setup, the evaluation trace) matches. Returns (#tuning window
+  `_RL_ONLY`, the trace setup, the evaluation trace, the library's code) matches. Returns (#tuning window
   evaluations, whether the cache was used)."""
   path = os.path.join(workdir, "heuristics.json")
   key = json.dumps([{k: v for k, v in c.to_dict().items() if k not in _RL_ONLY},
-                    dataclasses.asdict(su), eval_trace], sort_keys=True, default=str)
+                    dataclasses.asdict(su), eval_trace, common.library_fingerprint()],
+                   sort_keys=True, default=str)
   clusters = [main] + others + [held]
   fams = list(grids)
   saved = None
@@ -427,7 +428,8 @@ def _heuristic_stage(c, su: Setup, ev, main, others, held, grids, trace_rate, sl
 def _learned(c, env, params, seeds, teacher_pp, workdir, reuse, log, su: Setup):
   """PPO from scratch and PPO warm-started by BC, with budget checkpoints. Each variant is
   cached in workdir as soon as it is trained (`policies_<name>.npz`), so an interrupted run
-  keeps the variants it finished; reused when the variant's run key matches, or always with
+  keeps the variants it finished, and a variant interrupted mid-training resumes after its
+  last budget checkpoint (`training_<name>.npz`, train_checkpoints); reused when the variant's run key matches, or always with
   --reuse_policies / --eval_trace. Returns ({variant: [params stacked over seeds] per
   checkpoint}, curves, seconds, BC accuracy, [variants loaded from the workdir])."""
   a = c.algos[0]
@@ -450,8 +452,8 @@ def _learned(c, env, params, seeds, teacher_pp, workdir, reuse, log, su: Setup):
                           int(c.max_gpus), int(c.budget_chunks),
                           c.bc.to_dict() if v == "bc" else None,
                           teacher_key if v == "bc" else None,
-                          dataclasses.asdict(su), float(c.slo_ttft), int(c.eval_table)],
-                         sort_keys=True, default=str)
+                          dataclasses.asdict(su), float(c.slo_ttft), int(c.eval_table),
+                          common.library_fingerprint()], sort_keys=True, default=str)
     saved = harness.load_policy(path) if os.path.exists(path) else None
     if saved is not None and (reuse or str(saved.get("key", "")) == run_key):
       ck[name] = [jax.tree.map(jnp.asarray, p) for p in saved["params"]]
@@ -467,13 +469,16 @@ def _learned(c, env, params, seeds, teacher_pp, workdir, reuse, log, su: Setup):
       init, bc_acc, times[f"{name}_cloning"] = common.bc_warm_params(mod, vcfg, env, params,
                                                                      teacher, seeds, c.bc)
       log(f"behaviour cloning: accuracy {np.round(bc_acc, 3).tolist()}")
+    partial = os.path.join(workdir, f"training_{name}.npz")   # resume file, per checkpoint
     ck[name], cv, times[name] = common.train_checkpoints(
-        mod, vcfg, env, params, seeds, int(c.budget_chunks), f"route train {name}", init)
+        mod, vcfg, env, params, seeds, int(c.budget_chunks), f"route train {name}", init,
+        resume_path=partial, resume_key=run_key)
     curves[name] = cv.tolist()
     train_time.update(times)
     harness.save_policy(path, {"params": ck[name], "curves": curves[name], "key": run_key,
                                "train_time": times,
                                "bc_acc": bc_acc if v == "bc" else np.zeros(0)})
+    os.remove(partial)
   return ck, curves, train_time, bc_acc, loaded
 
 

@@ -117,3 +117,34 @@ def test_rl_loss_is_contradicted_only_with_a_fair_chance():
   assert v == "inconclusive" and "GPU count" in why and "rising" not in why
   assert common.rl_loss_verdict(win, g_rise, entity_obs=False)[0] == "reproduced"
   assert common.rl_loss_verdict(tie, g_rise, entity_obs=False)[0] == "not reproduced"
+
+
+def test_budget_checkpoints_resume_after_an_interruption(tmp_path, monkeypatch):
+  """A run stopped after its first budget checkpoint and started again with the same resume
+  file continues from the saved runner state: same checkpoints and curves as one unbroken run."""
+  import gymnax
+  import jax
+  from experiments import serving_common as common
+  from jaxrl_suite.algos import ppo
+  env, p = gymnax.make("CartPole-v1")
+  cfg = ppo.default_config()
+  cfg.num_envs, cfg.num_steps, cfg.total_timesteps = 4, 16, 256     # 4 updates, 2 checkpoints
+  cfg.update_epochs, cfg.num_minibatches = 1, 2
+  whole, curves, _ = common.train_checkpoints(ppo, cfg, env, p, [0, 1], 2, "whole")
+  path = str(tmp_path / "training.npz")
+  real_tqdm = common.tqdm
+  monkeypatch.setattr(common, "tqdm", lambda it, **kw: list(it)[:1])    # killed after chunk 1
+  first, _, _ = common.train_checkpoints(ppo, cfg, env, p, [0, 1], 2, "cut", resume_path=path,
+                                         resume_key="k")
+  assert len(first) == 1 and os.path.exists(path)
+  monkeypatch.setattr(common, "tqdm", real_tqdm)
+  resumed, curves_r, _ = common.train_checkpoints(ppo, cfg, env, p, [0, 1], 2, "resumed",
+                                                  resume_path=path, resume_key="k")
+  assert len(resumed) == 2
+  for a, b in zip(whole, resumed):
+    jax.tree.map(lambda x, y: np.testing.assert_array_equal(np.asarray(x), np.asarray(y)), a, b)
+  np.testing.assert_array_equal(curves, curves_r)
+  # a resume file of another run (key) is not used: training starts over from the given state
+  fresh = {"x": np.zeros(3)}
+  state, ckpts, _, _ = common._resume(path, "another run", fresh, 2)
+  assert state is fresh and ckpts == []
