@@ -62,6 +62,9 @@ class Stage:
   args: tuple[str, ...] = ()      # e.g. one trace of a per-trace study
 
 
+# Mooncake routing's RL budget (RL-only config fields: the tuned baselines are unchanged).
+MOONCAKE_RL_BUDGET = ("--config.num_seeds=2", "--config.budget_scale.scratch=1")
+
 # The reproductions, in the order they run (cheap and foundational first).
 REGISTRY: list[Stage] = [
     Stage("ppo_gymnax", "experiments.ppo_gymnax", "PPO on gymnax vs purejaxrl"),
@@ -71,10 +74,12 @@ REGISTRY: list[Stage] = [
     Stage("serving_routing_azure_code", "experiments.serving_routing",
           "LLM serving: routing, N GPUs, Azure code", ("--config.trace=azure_code",)),
     # quick ~400 s on 2 shared cores since the prefix-cache lookups touch only the slots an
-    # event admits or finishes (it was ~1,950 s: docs/serving.md, "Prefix caching")
+    # event admits or finishes (it was ~1,950 s: docs/serving.md, "Prefix caching"). Full mode
+    # with 2 seeds and scratch PPO at 1x budget: at ~0.45 ms per cached event, 4 seeds and the 4x
+    # scratch budget would train ~5 h on 2 cores (docs/serving.md, "Mooncake routing").
     Stage("serving_routing_mooncake_conv", "experiments.serving_routing",
           "LLM serving: routing, N GPUs, Mooncake (prefix cache)",
-          ("--config.trace=mooncake_conv",)),
+          ("--config.trace=mooncake_conv",) + MOONCAKE_RL_BUDGET),
     Stage("ballast", "experiments.ballast", "Ballast-water routing vs Dijkstra"),
     Stage("ballast_hydro", "experiments.ballast_hydro",
           "Ballast hydraulics: recurrent RL across layouts vs heel-aware Dijkstra"),

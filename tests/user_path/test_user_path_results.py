@@ -196,7 +196,10 @@ def test_registry_lists_every_reproduction_in_order():
   for s in reproduce.REGISTRY:
     if s.name.startswith("serving_routing_"):   # one record per trace, from one script
       assert s.module == "experiments.serving_routing"
-      assert s.args == (f"--config.trace={s.name[len('serving_routing_'):]}",)
+      trace = s.name[len("serving_routing_"):]
+      assert s.args[0] == f"--config.trace={trace}"
+      # only Mooncake's RL budget differs, by RL-only fields (docs/serving.md)
+      assert s.args[1:] == (reproduce.MOONCAKE_RL_BUDGET if trace == "mooncake_conv" else ())
     else:
       assert s.module == f"experiments.{s.name}" and not s.args
 
