@@ -74,9 +74,9 @@ REGISTRY: list[Stage] = [
     Stage("serving_routing_azure_code", "experiments.serving_routing",
           "LLM serving: routing, N GPUs, Azure code", ("--config.trace=azure_code",)),
     # quick ~400 s on 2 shared cores since the prefix-cache lookups touch only the slots an
-    # event admits or finishes (it was ~1,950 s: docs/serving.md, "Prefix caching"). Full mode
-    # with 2 seeds and scratch PPO at 1x budget: at ~0.45 ms per cached event, 4 seeds and the 4x
-    # scratch budget would train ~5 h on 2 cores (docs/serving.md, "Mooncake routing").
+    # event admits or finishes (it was ~1,950 s: docs/serving.md, "Prefix caching"). 2 seeds and
+    # scratch PPO at 1x budget (quick mode's scratch too): at ~0.45 ms per cached event, 4 seeds
+    # and the 4x scratch budget would train ~5 h on 2 cores (docs/serving.md, "Mooncake conv").
     Stage("serving_routing_mooncake_conv", "experiments.serving_routing",
           "LLM serving: routing, N GPUs, Mooncake (prefix cache)",
           ("--config.trace=mooncake_conv",) + MOONCAKE_RL_BUDGET),
