@@ -14,7 +14,7 @@ every market; alpha[m, g] then sets the no-purchase share at base fares to s0_g:
 
 Elasticity targets (UK, full/walk-up -0.2..-0.7, reduced/leisure -0.65..-1.0, season -0.2..-0.5:
 TRRL SR614, TRL LR993, Wardman 2014): business -0.45, leisure -0.85, commuter -0.35. The
-price-perturbation rollouts in tests/rail/test_rail_calibration.py measure them on the env.
+price-perturbation rollouts in tests/envs/rail/test_rail_calibration.py measure them on the env.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def ecml(demand_scale: float = 36.0, pad: int = A_MAX) -> dict:
   2 trains London-Newcastle-Edinburgh that skip Peterborough and York, operator 2 one
   London-York train. Capacity 400 seats per leg [design]. `demand_scale` is set so that
   at base fares the peak trains sell out and off-peak ones are 30-60% full (fluid rollout in
-  tests/rail/test_rail_calibration.py) [design].
+  tests/envs/rail/test_rail_calibration.py) [design].
   """
   stations = ("KGX", "PBO", "YRK", "NCL", "EDB")
   leg_km = (123.0, 180.0, 130.0, 200.0)

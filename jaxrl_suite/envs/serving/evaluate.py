@@ -59,7 +59,7 @@ def rollout_events(env, params, policy: Callable, pparams: Any, key, max_steps: 
   runs as long as the busiest lane's, so a batch of episodes costs sum_steps max_lanes(events).
   Here it costs about max_lanes(events + decisions without an event), which is close to the mean
   lane for episodes of equal size. Events, decisions and PRNG keys come in the same order as in
-  `step_env`, so the final state is identical (tests/serving/test_serving_reference.py).
+  `step_env`, so the final state is identical (tests/envs/serving/test_serving_reference.py).
 
   Windowed envs (`env.windowed`: the engine table holds fewer slots than the episode has
   requests) run that loop in rounds: a round stops before a decision whose entries would not

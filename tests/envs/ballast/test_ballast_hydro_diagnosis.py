@@ -11,7 +11,7 @@ from jaxrl_suite.agents import ballast_hydro as A
 from jaxrl_suite.algos.rollout import Transition
 from jaxrl_suite.envs.ballast.diagnosis import diagnose_fields
 from jaxrl_suite.envs.ballast.layout import load_layout
-from tests.ballast.test_ballast_hydro_agent import CFG, ENV, _params, _rollout
+from tests.agents.test_ballast_hydro_agent import CFG, ENV, _params, _rollout
 
 
 def test_reference_diagnoser_hitting_set_by_hand():

@@ -17,7 +17,7 @@ import pytest
 
 from jaxrl_suite.envs.serving import cost_model, engine, evaluate, heuristics, routing, traces
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 import configs.serving_batching as cfg_b  # noqa: E402
 import configs.serving_routing as cfg_r  # noqa: E402
 

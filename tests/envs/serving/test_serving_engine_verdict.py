@@ -4,7 +4,7 @@ once its learning curve has flattened (the fair-chance gate)."""
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 from experiments import serving_batching as sb  # noqa: E402
 
 FLAT, RISING = (0.0, -0.5, 0.5), (2.0, 1.0, 3.0)

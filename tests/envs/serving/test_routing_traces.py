@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 import configs.serving_routing as cfg_r  # noqa: E402
 from experiments import serving_routing as exp  # noqa: E402
 from jaxrl_suite.envs.serving import (cost_model, heuristics, routing, traces,  # noqa: E402
