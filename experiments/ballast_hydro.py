@@ -339,7 +339,9 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
       "decision_step_h": dt_h, "max_steps": max_steps,
       "diagnosis_f1": diag_table, "host": host_info()}
   md = _markdown(c, payload, table, comparisons)
-  rdir = results_dir or (os.path.join(workdir, "results") if quick else None)
+  # The library names the folder (results/ full, the quick folder quick, or JAXRL_RESULTS_DIR),
+  # so reproduce.py finds the record where it looks.
+  rdir = results_dir or results.output_dir("quick" if quick else "full")
   path = results.write_results(NAME, mode="quick" if quick else "full", config=c,
                                seeds=list(range(c.n_seeds)), claims=claims, wall_time_s=wall,
                                payload=payload, markdown=md, results_dir=rdir)

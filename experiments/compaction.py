@@ -541,10 +541,8 @@ def main(argv):
   config = _CONFIG.value
   if _QUICK.value:
     config = cli.config_for(_load_config_module(), config, True)
-  results_dir = _RESULTS.value
-  if config.quick and results_dir is None:
-    results_dir = os.path.join(_WORKDIR.value, "results")   # quick runs never write results/
-  run(config, _WORKDIR.value, results_dir)
+  # None: run() asks the library (results_lib.output_dir), which keeps quick runs out of results/.
+  run(config, _WORKDIR.value, _RESULTS.value)
 
 
 if __name__ == "__main__":

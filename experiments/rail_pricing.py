@@ -343,7 +343,9 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
                        for k, v in sweep.items()}}
   md = _markdown(c, el, tuned, rl_meta, table, rec, nash_lv, mono_lv, nash_conv, timings, sweep,
                  best_b, best_b_rev, bound_line)
-  rdir = results_dir or (os.path.join(workdir, "results") if quick else None)
+  # The library names the folder (results/ full, the quick folder quick, or JAXRL_RESULTS_DIR),
+  # so reproduce.py finds the record where it looks.
+  rdir = results_dir or results.output_dir("quick" if quick else "full")
   path = results.write_results(NAME, mode="quick" if quick else "full", config=c,
                                seeds=list(range(c.n_seeds)), claims=rec["claims"],
                                wall_time_s=wall, payload=payload, markdown=md,
