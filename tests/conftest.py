@@ -78,3 +78,81 @@ def assert_config_rejects(config_module, field: str, value, match: str | None = 
   node[leaf] = value(c) if callable(value) else value
   with pytest.raises(ValueError, match=match or leaf):
     config_module.validate(c)
+
+
+
+# --- CPU accounting ---------------------------------------------------------------------------
+# The suite's budget is CPU, not wall: CI has 2 cores, so wall >= CPU / 2. Every run prints one
+# line with the suite's CPU time (this process + every xdist worker, their compiler threads and
+# the subprocesses tests wait for included) beside its wall time. With JAXRL_TEST_CPU_LOG=<path>
+# it also writes each test's CPU seconds there, heaviest first (setup + call + teardown, so a
+# module- or session-scoped fixture is charged to the first test that uses it on its worker):
+# the numbers tests/heavy_tests.txt records.
+import resource  # noqa: E402
+import time  # noqa: E402
+
+_T0_WALL = time.monotonic()
+_START_KEY = pytest.StashKey[float]()
+_WORKER_CPU_S: dict[str, float] = {}
+_TEST_CPU_S: dict[str, float] = {}
+
+
+def _cpu_s() -> float:
+  """CPU seconds of this process and of its waited-for children."""
+  total = 0.0
+  for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+    r = resource.getrusage(who)
+    total += r.ru_utime + r.ru_stime
+  return total
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+  item.stash[_START_KEY] = _cpu_s()
+  yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+  outcome = yield
+  if call.when == "teardown" and _START_KEY in item.stash:
+    # On the report, so that it reaches the controller under xdist.
+    outcome.get_result().user_properties.append(("cpu_s", _cpu_s() - item.stash[_START_KEY]))
+
+
+def pytest_runtest_logreport(report):
+  if report.when == "teardown":
+    for name, value in report.user_properties:
+      if name == "cpu_s":
+        _TEST_CPU_S[report.nodeid] = value
+
+
+def pytest_sessionfinish(session):
+  workeroutput = getattr(session.config, "workeroutput", None)
+  if workeroutput is not None:   # an xdist worker: hand its total to the controller
+    workeroutput["jaxrl_cpu_s"] = _cpu_s()
+
+
+def pytest_testnodedown(node, error):
+  out = getattr(node, "workeroutput", None) or {}
+  if "jaxrl_cpu_s" in out:
+    _WORKER_CPU_S[str(node.gateway.id)] = out["jaxrl_cpu_s"]
+
+
+def pytest_terminal_summary(terminalreporter, config):
+  if hasattr(config, "workeroutput"):
+    return
+  main = resource.getrusage(resource.RUSAGE_SELF)
+  main_s = main.ru_utime + main.ru_stime
+  if not _WORKER_CPU_S:   # no xdist: tests ran here, their subprocesses are this one's children
+    main_s = _cpu_s()
+  workers_s = sum(_WORKER_CPU_S.values())
+  wall_s = time.monotonic() - _T0_WALL
+  terminalreporter.write_line(
+      f"suite CPU {(main_s + workers_s) / 60:.1f} min (main {main_s:.0f} s + "
+      f"{len(_WORKER_CPU_S)} workers {workers_s:.0f} s), wall {wall_s / 60:.1f} min")
+  log = os.environ.get("JAXRL_TEST_CPU_LOG")
+  if log:
+    with open(log, "w") as f:
+      for nodeid, s in sorted(_TEST_CPU_S.items(), key=lambda kv: -kv[1]):
+        f.write(f"{s:7.1f}  {nodeid}\n")
