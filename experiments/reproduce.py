@@ -168,20 +168,73 @@ def _give_back(before: Mapping[str, bytes], protected: str, dest: str) -> list[s
   return moved
 
 
+def _rel(path: str) -> str:
+  """`path` relative to the repository root when it is inside it (what a user types)."""
+  rel = os.path.relpath(os.path.abspath(path), REPO_ROOT)
+  return path if rel.startswith("..") else rel
+
+
+def timings_path(log_dir: str, quick: bool) -> str:
+  """Where the wall time of each stage of the last run of a mode is kept (for the ETA)."""
+  return os.path.join(log_dir, f"timings_{'quick' if quick else 'full'}.json")
+
+
+def load_timings(log_dir: str, quick: bool) -> dict[str, float]:
+  """{stage: wall s} of the last run of this mode ({} if none or unreadable: no ETA then)."""
+  try:
+    with open(timings_path(log_dir, quick)) as f:
+      data = json.load(f)
+    return {str(k): float(v) for k, v in data.items()}
+  except (OSError, ValueError, TypeError, AttributeError):
+    return {}
+
+
+def save_timings(log_dir: str, quick: bool, results: Sequence["StageResult"]) -> None:
+  """Merges the wall times of the stages that finished (ok or failed after running)."""
+  times = load_timings(log_dir, quick)
+  times.update({r.name: round(r.wall_s, 1) for r in results
+                if r.status == "ok" or (r.status == "failed" and r.wall_s > 0)})
+  os.makedirs(log_dir, exist_ok=True)
+  with open(timings_path(log_dir, quick), "w") as f:
+    json.dump(times, f, indent=1, sort_keys=True)
+
+
+def _fmt_s(s: float) -> str:
+  s = int(round(s))
+  return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+def _last_line(path: str, width: int = 100) -> str:
+  """The last non-empty line of a log, a progress bar's last redraw included (split on \\r)."""
+  try:
+    with open(path, "rb") as f:
+      f.seek(0, os.SEEK_END)
+      f.seek(max(0, f.tell() - 4096))
+      text = f.read().decode(errors="replace")
+  except OSError:
+    return ""
+  parts = [p.strip() for p in text.replace("\r", "\n").split("\n") if p.strip()]
+  return (parts[-1][:width] + ("..." if len(parts[-1]) > width else "")) if parts else ""
+
+
 def run_stage(stage: Stage, quick: bool, results_dir: str | None = None,
               log_dir: str = LOG_DIR, extra_args: Sequence[str] = (),
-              timeout_s: float | None = None, stream: bool = False) -> StageResult:
+              timeout_s: float | None = None, stream: bool = False,
+              protect: bool | None = None, stop=None) -> StageResult:
   """Runs one reproduction in a subprocess; checks that it (re)wrote its results record.
 
   Its output goes to `<log_dir>/<name>.log` and, with `stream`, also to stderr (so the stage's
   own progress bar shows live). `results_dir` (default: results/ for full mode, the quick
   directory for quick mode) reaches the stage as JAXRL_RESULTS_DIR; in quick mode the committed
-  results/ are protected (see the module docstring).
+  results/ are protected (see the module docstring) unless `protect=False` (run_all protects
+  them once around stages that run at the same time). `stop` (a threading.Event) ends the
+  stage early when set (Ctrl-C in run_all).
   """
   if not module_exists(stage.module):
     return StageResult(stage.name, "skipped", note=f"{stage.module} does not exist yet")
   results_dir = results_dir or default_results_dir(quick)
-  protect = quick and os.path.abspath(results_dir) != os.path.abspath(PROTECTED_DIR)
+  if protect is None:
+    protect = quick and os.path.abspath(results_dir) != os.path.abspath(PROTECTED_DIR)
   before = _snapshot(PROTECTED_DIR) if protect else {}
   os.makedirs(log_dir, exist_ok=True)
   log_path = os.path.join(log_dir, f"{stage.name}.log")
@@ -197,7 +250,7 @@ def run_stage(stage: Stage, quick: bool, results_dir: str | None = None,
     with open(log_path, "wb") as log:
       log.write(("$ " + " ".join(cmd) + "\n").encode())
       log.flush()
-      rc = _run_tee(cmd, env, log, sys.stderr if stream else None, timeout_s)
+      rc = _run_tee(cmd, env, log, sys.stderr if stream else None, timeout_s, stop)
   finally:
     moved = _give_back(before, PROTECTED_DIR, results_dir) if protect else []
   if moved:
@@ -206,7 +259,8 @@ def run_stage(stage: Stage, quick: bool, results_dir: str | None = None,
                 "and restored the committed files\n")
   wall = time.time() - t0
   if rc != 0:
-    return StageResult(stage.name, "failed", wall, f"exit status {rc}", log_path)
+    return StageResult(stage.name, "failed", wall,
+                       rc if isinstance(rc, str) else f"exit status {rc}", log_path)
   if not os.path.exists(record) or os.path.getmtime(record) < t0 - 1:
     return StageResult(stage.name, "failed", wall, f"exited 0 but did not write {record}",
                        log_path)
@@ -221,14 +275,15 @@ def run_stage(stage: Stage, quick: bool, results_dir: str | None = None,
   if rec.get("mode") != want:
     return StageResult(stage.name, "failed", wall,
                        f"record says mode={rec.get('mode')!r}, expected {want!r}", log_path)
-  return StageResult(stage.name, "ok", wall, f"{len(rec['claims'])} claim(s)", log_path)
+  return StageResult(stage.name, "ok", wall,
+                     f"{len(rec['claims'])} claim(s) in {_rel(record)}", log_path)
 
 
 def _run_tee(cmd: Sequence[str], env: Mapping[str, str], log, echo,
-             timeout_s: float | None) -> int | str:
+             timeout_s: float | None, stop=None) -> int | str:
   """Runs `cmd`, copying its output to the binary file `log` (and the text stream `echo`).
 
-  Returns the exit status, or a string saying why it was stopped.
+  Returns the exit status, or a string saying why it was stopped (timeout, `stop` set).
   """
   import select
   proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -241,6 +296,14 @@ def _run_tee(cmd: Sequence[str], env: Mapping[str, str], log, echo,
         proc.kill()
         proc.wait()
         return f"timeout after {timeout_s:.0f} s"
+      if stop is not None and stop.is_set():
+        proc.terminate()
+        try:
+          proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+          proc.kill()
+          proc.wait()
+        return "interrupted"
       ready, _, _ = select.select([fd], [], [], 1.0)
       if not ready:
         continue
@@ -261,34 +324,130 @@ def _run_tee(cmd: Sequence[str], env: Mapping[str, str], log, echo,
     proc.stdout.close()
 
 
+def _schedule(stages: Sequence[Stage], last: Mapping[str, float], jobs: int) -> list[Stage]:
+  """The order stages start in: registry order for one job; with several, the longest of the
+  last run first (longest-processing-time scheduling: the slow stage does not start last and
+  run alone at the end), stages without a timing first of all (they may be the slow ones)."""
+  if jobs <= 1 or not last:
+    return list(stages)
+  unknown = [s for s in stages if s.name not in last]
+  known = sorted((s for s in stages if s.name in last), key=lambda s: -last[s.name])
+  return unknown + known
+
+
 def run_all(stages: Sequence[Stage], quick: bool, results_dir: str | None = None,
             log_dir: str = LOG_DIR, progress: bool = True,
-            timeout_s: float | None = None, stream: bool = False) -> list[StageResult]:
-  """Runs the stages in order; a failure is reported and the next stage still runs. Ctrl-C
-  stops the current stage and skips the rest (the summary is still written)."""
-  from tqdm.auto import tqdm
-  out = []
-  bar = tqdm(stages, unit="stage", desc="reproduce", disable=not progress or stream)
-  for i, stage in enumerate(bar):
-    bar.set_postfix_str(stage.name)
-    if stream:
-      print(f"=== [{i + 1}/{len(stages)}] {stage.name}: {stage.title}", file=sys.stderr)
+            timeout_s: float | None = None, stream: bool = False, jobs: int = 1,
+            heartbeat_s: float = 60.0, out=None) -> list[StageResult]:
+  """Runs the stages, `jobs` at a time; a failure is reported and the other stages still run.
+
+  Progress goes to `out` (default stdout), one line per event: a stage starting (i/N, elapsed,
+  ETA from the last run's timings of this mode when there are any), every `heartbeat_s` the
+  last line of each running stage's log (its own progress inside a long stage), and each
+  stage's result. With `progress=False` only the results are printed. `stream` shows each
+  stage's whole output live and runs one stage at a time (interleaved output is unreadable).
+  Ctrl-C stops the running stages and skips the rest (the summary is still written).
+  Returns one StageResult per stage, in the order of `stages`.
+  """
+  import threading
+  out = out or sys.stdout
+  jobs = 1 if stream else max(1, int(jobs))
+  results_dir = results_dir or default_results_dir(quick)
+  protect = quick and os.path.abspath(results_dir) != os.path.abspath(PROTECTED_DIR)
+  # One snapshot around the whole run: with stages running at the same time, a per-stage
+  # snapshot could take another stage's half-written file for a committed one.
+  before = _snapshot(PROTECTED_DIR) if protect else {}
+  last = load_timings(log_dir, quick)
+  order = _schedule(stages, last, jobs)
+  n = len(stages)
+  say = lambda msg: (print(msg, file=out, flush=True))
+  stop = threading.Event()
+  done: dict[str, StageResult] = {}
+  running: dict[str, tuple[threading.Thread, float]] = {}
+  lock = threading.Lock()
+  t_start = time.time()
+
+  def work(stage):
     try:
-      res = run_stage(stage, quick, results_dir, log_dir, timeout_s=timeout_s, stream=stream)
-    except KeyboardInterrupt:
-      out.append(StageResult(stage.name, "failed", note="interrupted",
-                             log=os.path.join(log_dir, f"{stage.name}.log")))
-      out += [StageResult(s.name, "skipped", note="not run (interrupted)")
-              for s in stages[i + 1:]]
-      bar.write(f"[interrupted] {stage.name}; the remaining stages were not run")
-      break
-    out.append(res)
-    msg = f"[{res.status}] {stage.name} ({res.wall_s:.0f} s) {res.note}"
-    bar.write(msg)
+      res = run_stage(stage, quick, results_dir, log_dir, timeout_s=timeout_s, stream=stream,
+                      protect=False, stop=stop)
+    except Exception as e:  # noqa: BLE001  (a bug here must not lose the other stages' results)
+      res = StageResult(stage.name, "failed", note=f"reproduce.py error: {e!r}")
+    with lock:
+      done[stage.name] = res
+
+  def eta() -> str:
+    if not last:
+      return "no ETA (first run of this mode)"
+    now = time.time()
+    left = sum(max(last.get(s, 0.0) - (now - t0), 0.0) for s, (_, t0) in running.items())
+    left += sum(last.get(s.name, 0.0) for s in order if s.name not in done
+                and s.name not in running)
+    return f"ETA {_fmt_s(left / jobs)} (last run's timings)"
+
+  def report(res: StageResult) -> None:
+    k = len(done)
+    say(f"[{res.status}] {res.name} ({res.wall_s:.0f} s) {res.note}"
+        + (f"  [{k}/{n} done, {_fmt_s(time.time() - t_start)} elapsed]" if progress else ""))
     if res.status == "failed" and res.log:
-      bar.write(f"  --- last lines of {res.log} ---\n" + _tail(res.log))
-  bar.close()
-  return out
+      say(f"  --- last lines of {res.log} ---\n" + _tail(res.log))
+
+  queue = list(order)
+  reported: set[str] = set()
+  next_beat = time.time() + heartbeat_s
+  try:
+    while queue or running:
+      while queue and len(running) < jobs and not stop.is_set():
+        stage = queue.pop(0)
+        if not module_exists(stage.module):    # reported at once, takes no slot
+          done[stage.name] = StageResult(stage.name, "skipped",
+                                         note=f"{stage.module} does not exist yet")
+          continue
+        i = n - len(queue)
+        if progress:
+          was = f", last run {_fmt_s(last[stage.name])}" if stage.name in last else ""
+          say(f"[{i}/{n}] {stage.name} started ({stage.title}{was}); "
+              f"{_fmt_s(time.time() - t_start)} elapsed, {eta()}")
+        if stream:
+          print(f"=== [{i}/{n}] {stage.name}: {stage.title}", file=sys.stderr)
+        th = threading.Thread(target=work, args=(stage,), daemon=True)
+        running[stage.name] = (th, time.time())
+        th.start()
+      with lock:
+        finished = [s for s in done if s not in reported]
+      for name in finished:
+        reported.add(name)
+        running.pop(name, None)
+        report(done[name])
+      if progress and not stream and running and time.time() >= next_beat:
+        next_beat = time.time() + heartbeat_s
+        for name, (_, t0) in running.items():
+          was = f"/{_fmt_s(last[name])} last run" if name in last else ""
+          log = os.path.join(log_dir, f"{name}.log")
+          say(f"  ... {name}: {_fmt_s(time.time() - t0)}{was}: {_last_line(log)}")
+      if running and not finished:
+        time.sleep(0.5)
+  except KeyboardInterrupt:
+    stop.set()
+    for th, _ in list(running.values()):
+      th.join()
+    for name in [s for s in done if s not in reported]:
+      reported.add(name)
+      report(done[name])
+    for s in queue:
+      done[s.name] = StageResult(s.name, "skipped", note="not run (interrupted)")
+    say("[interrupted] the running stages were stopped; the remaining ones were not run")
+  finally:
+    moved = _give_back(before, PROTECTED_DIR, results_dir) if protect else []
+    if moved:
+      say(f"[reproduce] quick mode: moved {moved} from {_rel(PROTECTED_DIR)} to "
+          f"{_rel(results_dir)} and restored the committed files")
+  results = [done[s.name] for s in stages if s.name in done]
+  for r in results:        # skipped stages (no module) were not reported in the loop
+    if r.name not in reported:
+      report(r)
+  save_timings(log_dir, quick, results)
+  return results
 
 
 # ------------------------------------------------------------------------------------------------
@@ -353,17 +512,29 @@ def verdict_counts(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 
 def write_summary(results_dir: str = RESULTS_DIR, run: Sequence[StageResult] = (),
                   registry: Sequence[Stage] | None = None) -> str:
-  """Writes `<results_dir>/SUMMARY.md` from the records there; returns its path."""
+  """Writes `<results_dir>/SUMMARY.md` from the records there; returns its path.
+
+  The header names the folder the records were read from and, when any record is a quick one,
+  says that its verdicts are smoke checks (the pipeline ran on a tiny budget), not results.
+  """
   registry = REGISTRY if registry is None else registry
   records = load_records(results_dir, [s.name for s in registry])
   modes = sorted({r.get("mode", "?") for r in records})
   counts = verdict_counts(records)
+  where = _rel(results_dir)
   lines = ["# Reproduction summary", "",
-           "Generated by `python -m experiments.reproduce` from `results/*.json`; do not edit. "
+           f"Generated by `python -m experiments.reproduce` from the records in `{where}/` "
+           "(`<name>.json`, one per reproduction); do not edit. "
            f"Modes present: {', '.join(modes) or 'none'} (quick mode is a CI smoke run; only "
-           "full-mode rows are the reproductions' numbers).", "",
-           "Verdicts: " + (", ".join(f"{v} {n}" for v, n in sorted(counts.items())) or "none"),
-           "", summary_table(records, results_dir, link_prefix=""), ""]
+           "full-mode rows are the reproductions' numbers).", ""]
+  if "quick" in modes:
+    lines += [f"**Quick mode: the verdicts below are smoke checks.** Each stage ran its whole "
+              "pipeline (train a little, evaluate, judge, write the record and plot) on a tiny "
+              "budget; they say nothing about the claims. The reproductions' numbers are the "
+              f"full-mode records in `{_rel(RESULTS_DIR)}/` (`{_rel(RESULTS_DIR)}/SUMMARY.md`).",
+              ""]
+  lines += ["Verdicts: " + (", ".join(f"{v} {n}" for v, n in sorted(counts.items())) or "none"),
+            "", summary_table(records, results_dir, link_prefix=""), ""]
   have = {r["name"] for r in records}
   missing = [s.name for s in registry if s.name not in have]
   if missing:
@@ -380,10 +551,33 @@ def write_summary(results_dir: str = RESULTS_DIR, run: Sequence[StageResult] = (
   return path
 
 
+def readme_table(records: Sequence[Mapping[str, Any]], results_dir: str = RESULTS_DIR,
+                 link_prefix: str = "results/") -> str:
+  """One row per reproduction: its number of claims and how many got each verdict (columns in
+  `results.VERDICTS` order, a verdict no claim got left out), with links to its report/plot."""
+  per: dict[str, list[Mapping[str, Any]]] = {}
+  for rec in records:
+    per.setdefault(rec.get("_file", rec["name"]), []).append(rec)
+  used = [v for v in _results.VERDICTS if any(c.get("verdict") == v for rec in records
+                                              for c in rec["claims"])]
+  rows = ["| reproduction | claims | " + " | ".join(used) + " | details |",
+          "|---|---:|" + "---:|" * len(used) + "---|"]
+  for f, recs in per.items():
+    claims = [c for rec in recs for c in rec["claims"]]
+    links = [f"[report]({link_prefix}{f}.md)"]
+    if os.path.exists(os.path.join(results_dir, f"{f}.png")):
+      links.append(f"[plot]({link_prefix}{f}.png)")
+    n = [sum(c.get("verdict") == v for c in claims) for v in used]
+    rows.append(f"| {_cell(f)} | {len(claims)} | " + " | ".join(str(k) for k in n)
+                + f" | {' '.join(links)} |")
+  return "\n".join(rows)
+
+
 def update_readme(readme_path: str, results_dir: str = RESULTS_DIR,
                   modes: Sequence[str] = ("full",)) -> bool:
-  """Replaces the text between the RESULTS markers of README.md with the summary table of the
-  records whose mode is in `modes` (by default only full-mode numbers reach the README).
+  """Replaces the text between the RESULTS markers of README.md with a short block: the verdict
+  counts per reproduction of the records whose mode is in `modes` (by default only full-mode
+  numbers reach the README) and a link to `results/SUMMARY.md`, which has every claim.
 
   Returns True if the file changed. Raises ValueError if the markers are missing.
   """
@@ -391,16 +585,20 @@ def update_readme(readme_path: str, results_dir: str = RESULTS_DIR,
     text = f.read()
   i, j = text.find(README_BEGIN), text.find(README_END)
   if i < 0 or j < i:
-    raise ValueError(f"{readme_path} lacks the markers {README_BEGIN} ... {README_END}")
+    raise ValueError(f"{readme_path} lacks the markers {README_BEGIN} ... {README_END}; put "
+                     "them around the place the results block goes")
   records = [r for r in load_records(results_dir) if r.get("mode") in modes]
   have = {r["name"] for r in records}
   missing = [s.name for s in REGISTRY if s.name not in have]
   counts = verdict_counts(records)
+  n_claims = sum(counts.values())
   block = (f"{README_BEGIN}\n<!-- generated by `python -m experiments.reproduce --summary_only "
            f"--readme` from results/*.json; do not edit by hand -->\n\n"
-           f"Mode: {'/'.join(modes)}. Verdicts: "
-           + (", ".join(f"{v} {n}" for v, n in sorted(counts.items())) or "none") + ".\n\n"
-           + summary_table(records, results_dir, link_prefix="results/") + "\n\n"
+           f"Mode: {'/'.join(modes)}. {n_claims} claims; verdicts: "
+           + (", ".join(f"{v} {n}" for v, n in sorted(counts.items())) or "none") + ". "
+           "Every claim with the paper's figure, ours with its 95% CI and the verdict: "
+           "[results/SUMMARY.md](results/SUMMARY.md).\n\n"
+           + readme_table(records, results_dir, link_prefix="results/") + "\n\n"
            + (f"No {'/'.join(modes)}-mode results yet for: {', '.join(missing)}.\n\n"
               if missing else ""))
   new = text[:i] + block + text[j:]
@@ -410,28 +608,64 @@ def update_readme(readme_path: str, results_dir: str = RESULTS_DIR,
   return new != text
 
 
+def reanalyse(results_dir: str = RESULTS_DIR) -> int:
+  """Re-judges every committed record from its stored samples (jaxrl_suite.repro.records
+  .reanalyse); returns 0 when every verdict is reproduced, 1 on a mismatch, 2 if the library
+  function is missing."""
+  try:
+    from jaxrl_suite.repro import records as repro_records
+    fn = repro_records.reanalyse
+  except (ImportError, AttributeError) as e:
+    print(f"--reanalyse needs jaxrl_suite.repro.records.reanalyse, which this checkout lacks "
+          f"({e}); update the checkout (it ships with the jaxrl_suite.repro package)",
+          file=sys.stderr)
+    return 2
+  out = fn(results_dir)
+  # The library returns the mismatches (a list, or an object with .mismatches / .ok).
+  mismatches = getattr(out, "mismatches", out)
+  ok = bool(getattr(out, "ok", not mismatches))
+  for m in (mismatches or []):
+    print(f"MISMATCH: {m}", file=sys.stderr)
+  print(f"reanalysed the records in {_rel(results_dir)}/: "
+        + ("every verdict reproduced" if ok else "verdicts differ (see MISMATCH lines)"))
+  return 0 if ok else 1
+
+
 # ------------------------------------------------------------------------------------------------
 # CLI
 # ------------------------------------------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
   import argparse
   p = argparse.ArgumentParser(description="Run the reproductions and write results/SUMMARY.md.")
-  p.add_argument("--quick", action="store_true", help="quick (CI) mode of every reproduction")
+  p.add_argument("--quick", action="store_true",
+                 help="quick mode of every reproduction: a smoke check of each pipeline, "
+                      "written to workdirs/results_quick/ (never results/)")
   p.add_argument("--only", default="", help="comma list of reproductions, e.g. fore,ballast")
   p.add_argument("--summary_only", action="store_true",
                  help="run nothing; rebuild SUMMARY.md from the existing results")
   p.add_argument("--readme", action="store_true",
-                 help="also rewrite the RESULTS block of README.md with the table")
+                 help="also rewrite the RESULTS block of README.md (verdict counts per "
+                      "reproduction and a link to results/SUMMARY.md)")
   p.add_argument("--readme_modes", default="full",
-                 help="record modes shown in the README table (comma list; default full)")
+                 help="record modes counted in the README block (comma list; default full)")
+  p.add_argument("--reanalyse", action="store_true",
+                 help="run nothing; re-judge every record from its stored samples and exit "
+                      "non-zero on a verdict that differs")
   p.add_argument("--results_dir", default=None,
                  help="where records are written and summarised (default: results/ in full "
                       "mode, workdirs/results_quick/ in quick mode)")
   p.add_argument("--log_dir", default=LOG_DIR)
   p.add_argument("--timeout_s", type=float, default=None, help="per-stage time limit")
+  p.add_argument("--jobs", type=int, default=None,
+                 help="stages run at once (default: 2 in quick mode, where each stage is mostly "
+                      "single-threaded XLA compilation; 1 in full mode, whose stages use every "
+                      "core)")
+  p.add_argument("--heartbeat_s", type=float, default=60.0,
+                 help="seconds between the lines that show each running stage's last log line")
   p.add_argument("--list", action="store_true", help="list the reproductions and exit")
   p.add_argument("--stream", action="store_true",
-                 help="show each stage's own output (and progress bar) live, not only in its log")
+                 help="show each stage's own output (and progress bar) live, not only in its "
+                      "log (runs one stage at a time)")
   p.add_argument("--no_progress", action="store_true")
   args = p.parse_args(argv)
   if args.list:
@@ -439,20 +673,30 @@ def main(argv: Sequence[str] | None = None) -> int:
       print(f"{s.name:18s} {s.module:32s} {'' if module_exists(s.module) else '(missing) '}"
             f"{s.title}")
     return 0
+  if args.reanalyse:
+    return reanalyse(args.results_dir or RESULTS_DIR)
   stages = select(args.only)
   readme_dir = args.results_dir or RESULTS_DIR     # the README shows the committed results
   args.results_dir = args.results_dir or default_results_dir(args.quick)
+  jobs = args.jobs if args.jobs is not None else (2 if args.quick else 1)
   results: list[StageResult] = []
+  t0 = time.time()
   if not args.summary_only:
+    print(f"{'quick' if args.quick else 'full'} mode: {len(stages)} stage(s), {jobs} at a time; "
+          f"records go to {_rel(args.results_dir)}/, logs to {_rel(args.log_dir)}/", flush=True)
     results = run_all(stages, args.quick, args.results_dir, args.log_dir,
                       progress=not args.no_progress, timeout_s=args.timeout_s,
-                      stream=args.stream)
+                      stream=args.stream, jobs=jobs, heartbeat_s=args.heartbeat_s)
   path = write_summary(args.results_dir, results)
-  print(f"wrote {path}")
+  print(f"wrote {_rel(path)}" + (f" ({_fmt_s(time.time() - t0)} in all)" if results else ""))
+  if args.quick:
+    print(f"quick mode: records, reports and plots are in {_rel(args.results_dir)}/; their "
+          f"verdicts are smoke checks of each pipeline, not reproductions (those are the "
+          f"full-mode records in {_rel(RESULTS_DIR)}/)")
   if args.readme:
     changed = update_readme(os.path.join(REPO_ROOT, "README.md"), readme_dir,
                             tuple(m.strip() for m in args.readme_modes.split(",")))
-    print("README.md results table " + ("updated" if changed else "unchanged"))
+    print("README.md results block " + ("updated" if changed else "unchanged"))
   failed = [r for r in results if r.status == "failed"]
   skipped = [r for r in results if r.status == "skipped"]
   if skipped:
