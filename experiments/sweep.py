@@ -4,8 +4,11 @@ A sweep is a Python file in `configs/sweeps/` (see `configs/sweeps/ppo_cartpole_
 
     def get_config(arg=None) -> ml_collections.ConfigDict:
       # name, base_config ("configs/ppo_cartpole.py" or "...py:quick"), fixed overrides
-    def get_sweep(arg=None) -> list[dict]:
-      return sweep.product(lr=[1e-3, 3e-4], seed=[0, 1])   # one dict of config.x overrides each
+    def get_sweep(arg=None) -> list[dict]:   # one dict of config.x overrides per trial
+      return [{"lr": lr, "seed": s} for lr, s in itertools.product([1e-3, 3e-4], [0, 1])]
+
+A sweep file is a config: it imports no experiment code (`product`, `zipped`, `chain` and
+`cross` below are for scripts and tests that build trial lists in Python).
 
 Each trial is `python -m jaxrl_suite.train --config=<base> --config.lr=0.001 --config.seed=0
 --workdir=workdirs/sweeps/<sweep>/<trial-id>`. Trials run as `--parallel` processes; a trial is
@@ -146,7 +149,12 @@ def load_sweep_module(spec: str):
   if not os.path.isabs(path) and not os.path.exists(path):
     path = os.path.join(REPO_ROOT, path)
   if not os.path.exists(path):
-    raise ValueError(f"sweep file {path!r} does not exist")
+    sweeps_dir = os.path.join(REPO_ROOT, "configs", "sweeps")
+    known = sorted(os.path.splitext(f)[0] for f in os.listdir(sweeps_dir)
+                   if f.endswith(".py") and not f.startswith("_")) if os.path.isdir(
+                       sweeps_dir) else []
+    raise ValueError(f"sweep file {path} does not exist; pass --sweep=configs/sweeps/<name>.py "
+                     f"(or just <name>) for one of: {', '.join(known) or 'none'}")
   name = "_sweep_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
   mod_spec = importlib.util.spec_from_file_location(name, path)
   module = importlib.util.module_from_spec(mod_spec)
@@ -443,12 +451,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                  help="sweep file (configs/sweeps/x.py[:arg]) or name in configs/sweeps/")
   p.add_argument("--parallel", type=int, default=2, help="trials run at once (default 2)")
   p.add_argument("--root", default=DEFAULT_ROOT, help="workdir root (default workdirs/sweeps)")
-  p.add_argument("--metric", default=DEFAULT_METRIC)
+  p.add_argument("--metric", default=DEFAULT_METRIC,
+                 help="the column of each trial's metrics.jsonl (written by jaxrl_suite.train) "
+                      "that the table reports: its last logged value and the mean of the last "
+                      "10%% of rows per trial, and per setting the mean over seeds with a 95%% "
+                      f"CI (default {DEFAULT_METRIC}: the mean episode return)")
   p.add_argument("--dry_run", action="store_true", help="print the trial commands and exit")
   p.add_argument("--no_progress", action="store_true")
   args = p.parse_args(argv)
-  cfg, trials = build_trials(args.sweep, args.root)
-  validate_trials(trials)
+  try:
+    cfg, trials = build_trials(args.sweep, args.root)
+    validate_trials(trials)
+  except ValueError as e:    # a user's input error: one line that says what to do, no traceback
+    print(f"error: {e}", file=sys.stderr)
+    return 2
   if args.dry_run:
     for t in trials:
       print(("[done] " if is_done(t) else "") + " ".join(t.command()))

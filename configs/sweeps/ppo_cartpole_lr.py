@@ -9,9 +9,9 @@ The same trials on a cluster (XManager, `pip install -e .[xm]`):
   xmanager launch experiments/launch_xm.py -- --sweep=configs/sweeps/ppo_cartpole_lr.py
 """
 
-import ml_collections
+import itertools
 
-from experiments import sweep
+import ml_collections
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -25,6 +25,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
 
 def get_sweep(arg: str | None = None) -> list[dict]:
-  if arg == "quick":
-    return sweep.product(lr=[1e-3, 2.5e-4], seed=[0, 1])
-  return sweep.product(lr=[1e-3, 2.5e-4, 1e-4], seed=[0, 1, 2])
+  """One dict of config-field overrides per trial: the lr x seed grid, seed fastest.
+
+  Plain itertools (a config imports no experiment code): the same list as
+  experiments.sweep.product(lr=..., seed=...).
+  """
+  lrs, seeds = ([1e-3, 2.5e-4], [0, 1]) if arg == "quick" else ([1e-3, 2.5e-4, 1e-4], [0, 1, 2])
+  return [{"lr": lr, "seed": seed} for lr, seed in itertools.product(lrs, seeds)]
