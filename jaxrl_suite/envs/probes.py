@@ -24,6 +24,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import jax
 import jax.numpy as jnp
 from flax import struct
@@ -306,12 +308,27 @@ class ProbeCoordination(environment.Environment):
 
 
 PROBES = {"ProbeMemory-v0": ProbeMemory, "ProbeEntities-v0": ProbeEntities,
-          "ProbeCoordination-v0": ProbeCoordination, "ProbeOneStep-v0": ProbeOneStep, "ProbeObsReward-v0": ProbeObsReward,
-          "ProbeTwoStep-v0": ProbeTwoStep, "ProbeAction-v0": ProbeAction,
-          "ProbeMasked-v0": ProbeMasked,
+          "ProbeCoordination-v0": ProbeCoordination, "ProbeOneStep-v0": ProbeOneStep,
+          "ProbeObsReward-v0": ProbeObsReward, "ProbeTwoStep-v0": ProbeTwoStep,
+          "ProbeAction-v0": ProbeAction, "ProbeMasked-v0": ProbeMasked,
           "ProbeTimeLimit-v0": ProbeTimeLimit}
 
 
-def make_probe(name: str):
-  env = PROBES[name]()
-  return env, env.default_params
+def params_type(name: str) -> type:
+  """The params dataclass of probe `name` (its fields are `make_probe` keywords)."""
+  return {ProbeMemory: MemoryParams, ProbeEntities: EntitiesParams,
+          ProbeCoordination: CoordParams}.get(PROBES[name], ProbeParams)
+
+
+def make_probe(name: str, **kwargs):
+  """(env, env_params) of probe `name`. Keywords: the env's constructor arguments (num_slots of
+  ProbeEntities, num_agents of ProbeCoordination: static shapes) and its params fields
+  (max_steps_in_episode, memory_length, live_agents, ...). A wrong keyword raises ValueError
+  (registry.check_kwargs) naming it and the valid ones."""
+  if name not in PROBES:
+    raise ValueError(f"unknown probe {name!r}; valid: {', '.join(sorted(PROBES))}")
+  from jaxrl_suite.envs.registry import check_kwargs  # local: the registry imports us lazily
+  check_kwargs(name, kwargs)
+  ctor = set(inspect.signature(PROBES[name].__init__).parameters) - {"self"}
+  env = PROBES[name](**{k: v for k, v in kwargs.items() if k in ctor})
+  return env, env.default_params.replace(**{k: v for k, v in kwargs.items() if k not in ctor})

@@ -17,7 +17,17 @@ from jaxrl_suite.envs.rail.instance import INSTANCES
 
 def make_rail(instance: Any = "ecml", action_mode: str = "bucket", pad: int | None = None,
               **overrides: Any):
-  """`pad`: train slots for a named instance (default: its own default, 12 for ecml)."""
+  """`pad`: train slots for a named instance (default: its own default, 12 for ecml).
+
+  Raises ValueError before building anything for an unknown instance name, action mode or
+  override (registry.check_kwargs: the message names the valid ones and a close match)."""
+  from jaxrl_suite.envs.registry import check_kwargs  # local: the registry imports us lazily
+  check_kwargs("RailRM-v0", overrides)
+  if action_mode not in ACTION_MODES:
+    raise ValueError(f"RailRM-v0: action_mode={action_mode!r} is not one of {ACTION_MODES}")
+  if isinstance(instance, str) and instance not in INSTANCES:
+    raise ValueError(f"RailRM-v0: instance={instance!r} is not a shipped instance "
+                     f"({', '.join(sorted(INSTANCES))}) nor an instance dict (rail/instance.py)")
   if isinstance(instance, str):
     inst = INSTANCES[instance]() if pad is None else INSTANCES[instance](pad=pad)
   else:

@@ -295,8 +295,10 @@ def make_batching(mode: str = "static", table_size: int = 128, max_events: int =
   `window`: engine slots in continuous mode (None = table_size; see env_base.EventEnv);
   rate_per_window: every episode (table_size requests) offers the same mean rate, rate_ref
   (default the trace's) x rate_scale (`workload.trace_arrays`)."""
+  from jaxrl_suite.envs.registry import check_kwargs  # local: the registry imports us lazily
+  check_kwargs("ServingBatch-v0", param_overrides)   # a typo names itself, not a bare TypeError
   if mode not in ("static", "continuous"):
-    raise ValueError(f"mode must be 'static' or 'continuous', got {mode!r}")
+    raise ValueError(f"ServingBatch-v0: mode must be 'static' or 'continuous', got {mode!r}")
   params = default_params(mode, rate_window=table_size if rate_per_window else None,
                           **param_overrides)
   n = int(params.levels.shape[0])

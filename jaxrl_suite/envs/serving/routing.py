@@ -306,6 +306,8 @@ def make_routing(n_gpus: int | None = None, table_size: int = 128, max_events: i
   size); the old flat observation otherwise (what the measured results used).
   rate_per_window: every episode (table_size requests) offers the same mean rate, rate_ref
   (default the trace part's) x rate_scale (`workload.trace_arrays`)."""
+  from jaxrl_suite.envs.registry import check_kwargs  # local: the registry imports us lazily
+  check_kwargs("ServingRoute-v0", param_overrides)   # a typo names itself, not a bare TypeError
   if n_gpus is not None and n_gpus != len(cluster):
     raise ValueError(f"n_gpus={n_gpus} does not match cluster {cluster}")
   if max_gpus is not None and not entity_obs:
