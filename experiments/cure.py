@@ -41,7 +41,7 @@ from jaxrl_suite.core import plotting  # noqa: E402
 from jaxrl_suite.core import results as results_lib  # noqa: E402
 from jaxrl_suite.core import stats  # noqa: E402
 from jaxrl_suite.envs.text import scene_cap as sc  # noqa: E402
-from jaxrl_suite.lm import claims  # noqa: E402
+from jaxrl_suite.envs.text import claims  # noqa: E402
 from jaxrl_suite.lm import grpo as lm_grpo  # noqa: E402
 from jaxrl_suite.lm import model as lm_model  # noqa: E402
 from jaxrl_suite.lm import pretrain as lm_pretrain  # noqa: E402

@@ -36,10 +36,10 @@ import optax
 
 from jaxrl_suite.core import distributed
 from jaxrl_suite.core import losses
+from jaxrl_suite.envs.text import tokenizer
 from jaxrl_suite.lm import grpo as lm_grpo
 from jaxrl_suite.lm import model as lm_model
 from jaxrl_suite.lm import sampling
-from jaxrl_suite.lm import tokenizer
 
 MODES = ("direct_opd", "vanilla_opd", "shuffled")
 

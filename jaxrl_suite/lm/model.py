@@ -31,7 +31,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxrl_suite.lm import tokenizer
+from jaxrl_suite.envs.text import tokenizer
 
 Cache = list  # list[dict[str, jax.Array]]
 

@@ -28,11 +28,11 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxrl_suite.envs.text import claims
 from jaxrl_suite.envs.text import scene_cap as sc
-from jaxrl_suite.lm import claims
+from jaxrl_suite.envs.text import tokenizer
 from jaxrl_suite.lm import model as lm_model
 from jaxrl_suite.lm import pretrain as lm_pretrain
-from jaxrl_suite.lm import tokenizer
 
 V = tokenizer.V2
 YES, NO, QUERY = V.id("<yes>"), V.id("<no>"), V.id("<q>")

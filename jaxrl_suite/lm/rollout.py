@@ -54,9 +54,9 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_suite.envs.text import base as text_base
+from jaxrl_suite.envs.text import tokenizer
 from jaxrl_suite.lm import model as lm_model
 from jaxrl_suite.lm import sampling
-from jaxrl_suite.lm import tokenizer
 
 # Token kinds (int8 per slot).
 KIND_PAD = 0      # empty slot

@@ -17,8 +17,8 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 import jax
 import jax.numpy as jnp
 
+from jaxrl_suite.envs.text import tokenizer
 from jaxrl_suite.lm import model as lm_model
-from jaxrl_suite.lm import tokenizer
 
 NEG_INF = -1e9
 

@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_suite.lm import tokenizer as tok
+from jaxrl_suite.envs.text import tokenizer as tok
 
 _HASH_MOD = 17
 _HASH_MULT = (7919, 104729, 1299709)

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from jaxrl_suite.envs.text import scene_cap as sc
-from jaxrl_suite.lm import claims
-from jaxrl_suite.lm import tokenizer
+from jaxrl_suite.envs.text import claims
+from jaxrl_suite.envs.text import tokenizer
 
 V = tokenizer.V2
 ENV = sc.SceneCap()

@@ -8,7 +8,7 @@ import pytest
 
 from jaxrl_suite.envs.text import scene_cap as sc
 from jaxrl_suite.lm import reward_models as rmod
-from jaxrl_suite.lm import tokenizer
+from jaxrl_suite.envs.text import tokenizer
 
 ENV = sc.SceneCap()
 V = tokenizer.V2

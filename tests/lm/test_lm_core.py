@@ -12,7 +12,7 @@ from jaxrl_suite.lm import model as lm_model
 from jaxrl_suite.lm import pretrain as lm_pretrain
 from jaxrl_suite.lm import sampling
 from jaxrl_suite.lm import tasks as lm_tasks
-from jaxrl_suite.lm import tokenizer as tk
+from jaxrl_suite.envs.text import tokenizer as tk
 
 TINY = lm_model.LMConfig("tiny", d_model=16, num_layers=2, num_heads=2, d_ff=32, max_len=24)
 

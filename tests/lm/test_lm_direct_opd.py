@@ -10,7 +10,7 @@ from jaxrl_suite.lm import grpo as lm_grpo
 from jaxrl_suite.lm import model as lm_model
 from jaxrl_suite.lm import sampling
 from jaxrl_suite.lm import tasks as lm_tasks
-from jaxrl_suite.lm import tokenizer as tk
+from jaxrl_suite.envs.text import tokenizer as tk
 
 TINY = lm_model.LMConfig("tiny", d_model=16, num_layers=2, num_heads=2, d_ff=32, max_len=24)
 TINY_BIG = lm_model.LMConfig("tiny_big", d_model=24, num_layers=2, num_heads=2, d_ff=48,

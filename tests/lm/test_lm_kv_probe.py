@@ -17,7 +17,7 @@ from jaxrl_suite.lm import model as lm_model
 from jaxrl_suite.lm import pretrain as lm_pretrain
 from jaxrl_suite.lm import rollout as R
 from jaxrl_suite.lm import token_ppo as P
-from jaxrl_suite.lm import tokenizer as tk
+from jaxrl_suite.envs.text import tokenizer as tk
 from jaxrl_suite.lm import value as V
 
 ENV = kv_lookup.KVLookup()

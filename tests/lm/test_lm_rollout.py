@@ -11,7 +11,7 @@ from jaxrl_suite.envs.text import kv_lookup
 from jaxrl_suite.lm import model as lm_model
 from jaxrl_suite.lm import rollout as R
 from jaxrl_suite.lm import sampling
-from jaxrl_suite.lm import tokenizer as tk
+from jaxrl_suite.envs.text import tokenizer as tk
 
 CFG = lm_model.LMConfig("ro_tiny", d_model=16, num_layers=1, num_heads=2, d_ff=32, max_len=48,
                         vocab_size=tk.V2.size, tokenizer_version=2)

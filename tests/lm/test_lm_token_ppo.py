@@ -14,7 +14,7 @@ from jaxrl_suite.lm import checkpoint as lm_ckpt
 from jaxrl_suite.lm import model as lm_model
 from jaxrl_suite.lm import rollout as R
 from jaxrl_suite.lm import token_ppo as P
-from jaxrl_suite.lm import tokenizer as tk
+from jaxrl_suite.envs.text import tokenizer as tk
 from jaxrl_suite.lm import value as V
 
 CFG = lm_model.LMConfig("ppo_tiny", d_model=16, num_layers=1, num_heads=2, d_ff=32, max_len=16,

@@ -1,7 +1,10 @@
-r"""Claim parsing and claim-level rewards for SceneCap captions (pure, jittable, per caption).
+r"""The SceneCap claim grammar, claim parsing and claim-level rewards (pure, jittable, per caption).
 
 A caption is `response_len = 6K + 1` tokens: claims `ENT COLOR SHAPE ACT FRAME ;`, then <eos>
-(`jaxrl_suite.envs.text.scene_cap`). `parse` cuts it at the first <eos> and reshapes to [K, 6]:
+(`jaxrl_suite.envs.text.scene_cap` renders scenes and captions in this grammar, and scores its
+episodes with `exact_scores`). Letters are assigned by slot so every field has its own range:
+entities from letter 0, colours from `COLOR_BASE`, shapes from `SHAPE_BASE`, actions from
+`ACT_BASE`. `parse` cuts a caption at the first <eos> and reshapes it to [K, CLAIM_WIDTH = 6]:
 
   present[k]  slot k starts before the first <eos> (it is a claim, well formed or not)
   fact[k]     the fact index of claim k, or -1 if it is malformed (a field out of its letter
@@ -33,22 +36,26 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxrl_suite.lm import tokenizer
+from jaxrl_suite.envs.text import tokenizer
 
 V = tokenizer.V2
+# The grammar lives here, below the environment that renders it, so that the parser never
+# imports scene_cap (scene_cap imports this module to score its episodes).
+COLOR_BASE, SHAPE_BASE, ACT_BASE = 4, 8, 12   # letter offsets of the field ranges (A.. entities)
+CLAIM_WIDTH = 6                               # ENT COLOR SHAPE ACT FRAME ;
 
 
 def parse(env, caption: jax.Array) -> dict[str, jax.Array]:
-  """caption int32 [response_len] -> {fields int32 [K, 5], fact, present, first}."""
-  from jaxrl_suite.envs.text import scene_cap as sc
-  K, W = env.K, sc.CLAIM_WIDTH
+  """caption int32 [response_len] -> {fields int32 [K, 5], fact, present, first}; `env` is a
+  SceneCap (its sizes K, E, C, S, A, F and `fact_index`)."""
+  K, W = env.K, CLAIM_WIDTH
   eos = caption == tokenizer.EOS
   end = jnp.where(eos.any(), jnp.argmax(eos), caption.shape[0])
   slots = caption[:K * W].reshape(K, W)
   pos = jnp.arange(K * W).reshape(K, W)
   present = pos[:, 0] < end
   whole = pos[:, -1] < end
-  lo = jnp.array([0, sc.COLOR_BASE, sc.SHAPE_BASE, sc.ACT_BASE])
+  lo = jnp.array([0, COLOR_BASE, SHAPE_BASE, ACT_BASE])
   n = jnp.array([env.E, env.C, env.S, env.A])
   letters = slots[:, :4] - V.letter_id(0) - lo
   frame = slots[:, 4] - tokenizer.DIGIT0

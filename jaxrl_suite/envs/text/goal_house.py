@@ -48,7 +48,7 @@ from flax import struct
 from gymnax.environments import spaces
 
 from jaxrl_suite.envs.text import base
-from jaxrl_suite.lm import tokenizer
+from jaxrl_suite.envs.text import tokenizer
 
 V = tokenizer.V2
 _T = {n: V.id(n) for n in ("<task>", "<goal>", "<in>", "<room>", "<obs>", "<no>", "<yes>",

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxrl_suite.envs.text import base
-from jaxrl_suite.lm import tokenizer
+from jaxrl_suite.envs.text import tokenizer
 
 
 @struct.dataclass

@@ -21,7 +21,7 @@ A claim is one *fact* index  ((((e*C + c)*S + s)*A + a)*F + f)  in [0, num_facts
 Ground truth (`fact_masks`): a fact is true iff entity e is present, has colour c and shape s,
 and does action a in frame f (occluded events are true too); *salient* facts are the visible
 events (what a captioner can know). Precision is measured against truth, recall against
-salience (`jaxrl_suite.lm.claims`).
+salience (`jaxrl_suite.envs.text.claims`, which also holds the grammar's constants).
 
 Scenes travel through the RL code as one int32 vector (`pack` / `unpack`) because the GRPO
 driver repeats problems with `jnp.repeat`. The gymnax environment is single-step: reset shows
@@ -37,11 +37,12 @@ from flax import struct
 from gymnax.environments import spaces
 
 from jaxrl_suite.envs.text import base
-from jaxrl_suite.lm import tokenizer
+from jaxrl_suite.envs.text import claims as claims_lib
+from jaxrl_suite.envs.text import tokenizer
+# The caption grammar's constants are defined with the parser (claims.py) and named here too.
+from jaxrl_suite.envs.text.claims import ACT_BASE, CLAIM_WIDTH, COLOR_BASE, SHAPE_BASE
 
 V = tokenizer.V2
-COLOR_BASE, SHAPE_BASE, ACT_BASE = 4, 8, 12   # letter offsets of the field ranges (A.. entities)
-CLAIM_WIDTH = 6                               # ENT COLOR SHAPE ACT FRAME ;
 
 
 @struct.dataclass
@@ -246,7 +247,6 @@ class SceneCap(base.TextEnvironment):
     return obs, EnvState(scene=s, time=0)
 
   def step_env(self, key, state, action, params):
-    from jaxrl_suite.lm import claims as claims_lib  # the evaluator lives with the parser
     true, sal = self.fact_masks(state.scene)
     m = claims_lib.exact_scores(self, action, true, sal)
     obs = base.make_obs(self.render(state.scene), self.prompt_len, self.obs_len)

@@ -40,7 +40,7 @@ import numpy as np
 from flax import struct
 
 from jaxrl_suite.envs.text import base
-from jaxrl_suite.lm import tokenizer
+from jaxrl_suite.envs.text import tokenizer
 
 V = tokenizer.V2
 TASK = V.id("<task>")
