@@ -231,6 +231,11 @@ def make(name: str, **kwargs: Any):
       keyword is not an argument of its factory (named with the valid ones), before any compute.
   """
   check_kwargs(name, kwargs)
+  return _build(name, kwargs)
+
+
+def _build(name: str, kwargs: dict[str, Any]):
+  """The factory call proper (after `check_kwargs`): where the compute happens."""
   if name in _OURS:
     return _resolve(_OURS[name].factory)(**kwargs)
   if name in _probe_names():
