@@ -21,9 +21,10 @@ from typing import Callable, NamedTuple
 
 from jaxrl_suite.envs.ballast import baselines as B
 from jaxrl_suite.envs.ballast import diagnosis as D
-from jaxrl_suite.envs.ballast import env as ENV
 from jaxrl_suite.envs.ballast import hydro_baselines as HB
-from jaxrl_suite.envs.ballast import hydro_env as HE
+# The envs hand these out (`env.agent_api`, a lazy import there), so nothing imported here may
+# import env.py or hydro_env.py: the observation layouts come from params.py.
+from jaxrl_suite.envs.ballast import params as P
 from jaxrl_suite.envs.ballast.layout import EDGE_KINDS
 from jaxrl_suite.envs.ballast.routes import K_MAX, T_MAX
 
@@ -52,13 +53,13 @@ class BallastNetApi(NamedTuple):
 
 def ballast_net_api() -> BallastNetApi:
   return BallastNetApi(
-      split_obs=ENV.split_obs, make_params=B.make_params, evidence=B.evidence,
+      split_obs=P.split_obs, make_params=B.make_params, evidence=B.evidence,
       useful_routes=B.useful_routes, job_candidates=B.job_candidates,
       believed_cost=B.believed_cost, replan_policy=B.replan_policy,
       reference_diagnosis=D.reference_diagnosis, make_v2_params=B.make_v2_params,
       v2_predict=B.v2_predict, v2_after=B.v2_after, v2_pump_errors=B.v2_pump_errors,
       v2_error=B.v2_error, v2_greedy_policy=B.v2_greedy_policy, argmin_first=B.argmin_first,
-      k_max=K_MAX, t_max=T_MAX, h_hist=ENV.H_HIST, n_edge_kinds=len(EDGE_KINDS))
+      k_max=K_MAX, t_max=T_MAX, h_hist=P.H_HIST, n_edge_kinds=len(EDGE_KINDS))
 
 
 class HydroApi(NamedTuple):
@@ -71,7 +72,7 @@ class HydroApi(NamedTuple):
 
 
 def hydro_api() -> HydroApi:
-  return HydroApi(split_obs=HE.split_hydro_obs, make_baseline=HB.make_hydro_baseline,
+  return HydroApi(split_obs=P.split_hydro_obs, make_baseline=HB.make_hydro_baseline,
                   predicted_moves=HB.predicted_moves, evidence=B.evidence,
                   reference_diagnosis=D.reference_diagnosis_hydro,
                   n_edge_kinds=len(EDGE_KINDS))

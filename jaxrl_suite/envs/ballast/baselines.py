@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxrl_suite.envs.ballast.env import EnvParams, split_obs
+from jaxrl_suite.envs.ballast.params import EnvParams, split_obs
 from jaxrl_suite.envs.ballast.routes import E_MAX, K_MAX, T_MAX
 
 BASELINES = ("oracle", "replan", "tabu", "pess", "bayes")

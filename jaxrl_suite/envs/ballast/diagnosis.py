@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_suite.envs.ballast.env import EnvParams, split_obs
+from jaxrl_suite.envs.ballast.params import EnvParams, split_hydro_obs, split_obs
 
 
 def reference_diagnosis(obs: jax.Array, env_params: EnvParams) -> jax.Array:
@@ -31,7 +31,6 @@ def reference_diagnosis(obs: jax.Array, env_params: EnvParams) -> jax.Array:
 def reference_diagnosis_hydro(obs: jax.Array, params) -> jax.Array:
   """The same diagnoser on a BallastHydro-v0 observation (same evidence fields; params a
   HydroParams, whose block_w / partial_w are the layout's clog prior)."""
-  from jaxrl_suite.envs.ballast.hydro_env import split_hydro_obs  # local: no import cycle
   return diagnose_fields(split_hydro_obs(obs, params), params.block_w, params.partial_w)
 
 

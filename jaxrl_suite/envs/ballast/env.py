@@ -45,8 +45,6 @@ Observation: flat float32 vector, fields and shapes in `obs_fields()`; use `spli
 
 from __future__ import annotations
 
-from typing import Any
-
 import chex
 import jax
 import jax.numpy as jnp
@@ -54,14 +52,18 @@ import numpy as np
 from flax import struct
 from gymnax.environments import environment, spaces
 
+from jaxrl_suite.envs.ballast.agent_api import ballast_net_api
+# The params struct and the observation layout live in params.py (shared with hydro_env.py and
+# imported by the baselines and the agent api, which must not import this module); named here too.
+from jaxrl_suite.envs.ballast.params import (DEG, H_HIST, EnvParams, GraphParams,  # noqa: F401
+                                             NetBank, graph_arrays, obs_fields, obs_size,
+                                             split_obs)
 from jaxrl_suite.envs.ballast.routes import E_MAX, F_MAX, K_MAX, P_MAX, T_MAX
 
 NOOP = K_MAX
-H_HIST = 4  # history stack length in the observation
 N_DRAWS = 4  # parallel rejection-sampling clog candidates at reset
 JOBS_CAP = 5  # static upper bound of jobs_max
 N_PLAN_U = 4 * T_MAX + 5  # uniforms consumed by one plan draw
-DEG = np.pi / 180.0
 
 
 @struct.dataclass
@@ -102,124 +104,6 @@ class EnvState(environment.EnvState):
   hist_ratio: jax.Array
   hist_dlevel: jax.Array
   time: int
-
-
-@struct.dataclass
-class EnvParams:
-  """Static ship data (padded arrays from `routes.build_routes`) and tunable knobs.
-
-  All leaves are arrays or Python scalars, so a batch of ships (domain randomisation) is a
-  vmapped EnvParams. Units: m3, hours, degrees, metres, tonnes.
-  """
-  # graph (see routes.build_routes for shapes)
-  edge_mask: jax.Array
-  edge_kind: jax.Array
-  edge_len: jax.Array
-  can_block: jax.Array
-  block_w: jax.Array
-  partial_w: jax.Array
-  tank_mask: jax.Array
-  cap: jax.Array
-  lcg: jax.Array
-  tcg: jax.Array
-  route_edges: jax.Array
-  route_src: jax.Array
-  route_dst: jax.Array
-  route_pump: jax.Array
-  route_mask: jax.Array
-  route_len: jax.Array
-  route_transfer: jax.Array
-  pair_ok: jax.Array
-  edge_route_bits: jax.Array
-  fill_bits: jax.Array
-  drain_bits: jax.Array
-  pump_rate: jax.Array
-  # hydrostatics
-  displacement: float = 133000.0
-  gm: float = 1.5
-  mctc: float = 2900.0
-  lcf: float = -5.0
-  rho: float = 1.025
-  # timing and sensing
-  dt_h: float = 5.0 / 60.0
-  sigma_level: float = 0.0025
-  max_steps_in_episode: int = 96
-  # clog prior [design]: P(#blocked = 0..3), P(#partial = 0..2), partial conductance range
-  p_blocked: jax.Array = struct.field(default_factory=lambda: jnp.array([.3, .4, .2, .1]))
-  p_partial: jax.Array = struct.field(default_factory=lambda: jnp.array([.6, .3, .1]))
-  partial_lo: float = 0.15
-  partial_hi: float = 0.5
-  # plan generation (v1)
-  jobs_min: int = 2
-  jobs_max: int = 5
-  amount_lo: float = 200.0
-  amount_hi: float = 800.0
-  p_transfer: float = 0.5
-  heel_init_max: float = 2.0
-  heel_plan_max: float = 4.5  # any-order bound on |heel| during a v1 plan (< heel_max)
-  # v2 generation and targets
-  heel0_lo: float = 1.0
-  heel0_hi: float = 3.0
-  trim0_lo: float = 0.2
-  trim0_hi: float = 0.8
-  heel_tol: float = 0.5
-  trim_tol: float = 0.1
-  # task tolerances, limits, reward
-  tol: float = 10.0
-  heel_warn: float = 2.0
-  heel_max: float = 5.0
-  gamma: float = 0.99
-  heel_pen: float = 5.0
-  success_bonus: float = 10.0
-  capsize_pen: float = 20.0
-  # evidence (shared belief update, design doc 4.5)
-  r_fail: float = 0.1
-  r_good: float = 0.85
-  info_vol: float = 25.0  # m3; ~4 sigma of a sounding difference (1,800 m3 tank, 0.25%)
-  # privileged: put the true clog vector into the observation (B-oracle only; -1 otherwise)
-  reveal_clog: bool = False
-  # optional episode bank (NetBank, net_bank.make_v2_bank: checked-finishable episodes); when
-  # set, reset draws a bank row uniformly instead of generating (None: the generator below)
-  bank: Any = None
-
-
-@struct.dataclass
-class NetBank:
-  """Episodes for BallastNet-v0 reset: vol0[N, T] / target[N, T] m3, m_heel0[N] / m_trim0[N]
-  cargo moments (t*m), clog[N, E] hidden conductances, n_blocked[N] int (for reports)."""
-  vol0: jax.Array
-  target: jax.Array
-  m_heel0: jax.Array
-  m_trim0: jax.Array
-  clog: jax.Array
-  n_blocked: jax.Array
-
-
-def obs_fields(task: str = "v1") -> list[tuple[str, tuple[int, ...]]]:
-  """Names and shapes of the flat observation, in order."""
-  del task  # same layout for both tasks (v2 uses both rows of the per-pump fields)
-  T, E, F, P = T_MAX, E_MAX, F_MAX, P_MAX
-  return [("level", (T,)), ("target", (T,)), ("dlevel", (T,)), ("need_fill", (T,)),
-          ("need_drain", (T,)), ("tank_mask", (T,)), ("last_route", (P, E)),
-          ("last_ratio", (P,)), ("last_info", (P,)), ("heel", (1,)), ("trim_err", (1,)),
-          ("time", (1,)), ("good", (E,)), ("chat", (E,)), ("exercised", (E,)),
-          ("edge_mask", (E,)), ("fail_sets", (F, E)), ("fail_kind", (F,)),
-          ("fail_route", (F,)), ("clog_revealed", (E,)), ("hist_route", (H_HIST, E)),
-          ("hist_ratio", (H_HIST,)), ("hist_dlevel", (H_HIST, T))]
-
-
-def obs_size(task: str = "v1") -> int:
-  return int(sum(np.prod(s) for _, s in obs_fields(task)))
-
-
-def split_obs(obs: jax.Array, task: str = "v1") -> dict[str, jax.Array]:
-  """Slices a flat observation [..., D] into named fields with their shapes."""
-  out, i = {}, 0
-  for name, shape in obs_fields(task):
-    n = int(np.prod(shape))
-    out[name] = obs[..., i:i + n].reshape(obs.shape[:-1] + shape)
-    i += n
-  return out
 
 
 def heel_trim(vol: jax.Array, m_heel0, m_trim0, params: EnvParams):
@@ -341,16 +225,12 @@ class BallastNet(environment.Environment[EnvState, EnvParams]):
   # ------------------------------------------------------------------ params / spaces
   @property
   def default_params(self) -> EnvParams:
-    g = self._graph
-    keys = [f.name for f in EnvParams.__dataclass_fields__.values()]
-    arrays = {k: jnp.asarray(g[k]) for k in keys if k in g}
-    return EnvParams(**arrays)
+    return EnvParams(**graph_arrays(self._graph, EnvParams.__dataclass_fields__))
 
   @property
   def agent_api(self):
     """The env-side functions and sizes the agents need (agent_api.BallastNetApi),
     injected into the agent factories so that agents/ never imports envs/."""
-    from jaxrl_suite.envs.ballast.agent_api import ballast_net_api  # local: no cycle
     return ballast_net_api()
 
   @property

@@ -35,8 +35,7 @@ from flax import struct
 
 from jaxrl_suite.envs.ballast import hydraulics as H
 from jaxrl_suite.envs.ballast.baselines import argmin_first, evidence, pack_edges
-from jaxrl_suite.envs.ballast.env import DEG
-from jaxrl_suite.envs.ballast.hydro_env import HydroParams, split_hydro_obs
+from jaxrl_suite.envs.ballast.params import DEG, HydroParams, split_hydro_obs
 
 HYDRO_BASELINES = ("oracle", "replan", "heel_replan")
 

@@ -44,65 +44,12 @@ from flax import struct
 from gymnax.environments import environment, spaces
 
 from jaxrl_suite.envs.ballast import hydraulics as H
+from jaxrl_suite.envs.ballast.agent_api import hydro_api
 from jaxrl_suite.envs.ballast.env import heel_trim, update_evidence
+# The params struct and the observation layout live in params.py (shared with env.py); named here.
+from jaxrl_suite.envs.ballast.params import (EpisodeBank, HydroParams,  # noqa: F401
+                                             graph_arrays, hydro_obs_fields, split_hydro_obs)
 from jaxrl_suite.envs.ballast.routes import F_MAX
-
-
-@struct.dataclass
-class EpisodeBank:
-  """Pre-generated episodes (episodes.py): N starts, plans and hidden clogs."""
-  vol0: jax.Array       # [N, T] m3
-  target: jax.Array     # [N, T] m3
-  clog: jax.Array       # [N, E]
-  m_heel0: jax.Array    # [N] t*m
-  m_trim0: jax.Array    # [N] t*m
-  n_blocked: jax.Array  # [N] int
-
-
-@struct.dataclass
-class HydroParams:
-  """Graph arrays (routes.build_routes), hydraulics, episode bank and knobs; a pytree."""
-  edge_mask: jax.Array
-  edge_kind: jax.Array
-  edge_len: jax.Array
-  can_block: jax.Array
-  block_w: jax.Array
-  partial_w: jax.Array
-  tank_mask: jax.Array
-  cap: jax.Array
-  lcg: jax.Array
-  tcg: jax.Array
-  route_edges: jax.Array
-  route_src: jax.Array
-  route_dst: jax.Array
-  route_pump: jax.Array
-  route_mask: jax.Array
-  route_len: jax.Array
-  route_transfer: jax.Array
-  pair_ok: jax.Array
-  pump_rate: jax.Array
-  pump_mask: jax.Array
-  hyd: H.Hydraulics
-  bank: EpisodeBank
-  displacement: float = 133000.0
-  gm: float = 1.5
-  mctc: float = 2900.0
-  lcf: float = -5.0
-  rho: float = 1.025
-  dt_h: float = 5.0 / 60.0
-  sigma_level: float = 0.0025
-  max_steps_in_episode: int = 96
-  tol: float = 10.0
-  heel_limit: float = 2.0
-  heel_terminates: bool = True
-  gamma: float = 0.99
-  success_bonus: float = 10.0
-  violation_pen: float = 20.0
-  r_fail: float = 0.1
-  r_good: float = 0.85
-  info_vol: float = 25.0
-  reveal_clog: bool = False
-  reward_scale: float = 1.0   # multiplies the reward (RL training: returns O(1) for PPO's value clip)
 
 
 @struct.dataclass
@@ -135,28 +82,6 @@ class HydroState(environment.EnvState):
   time: int
 
 
-def hydro_obs_fields(T: int, E: int, P: int) -> list[tuple[str, tuple[int, ...]]]:
-  """Names and shapes of the flat observation for padded sizes T tanks, E edges, P pumps."""
-  F = F_MAX
-  return [("level", (T,)), ("target", (T,)), ("dlevel", (T,)), ("need_fill", (T,)),
-          ("need_drain", (T,)), ("tank_mask", (T,)), ("last_route", (P, E)),
-          ("last_pumped", (P,)), ("last_ratio", (P,)), ("last_info", (P,)), ("heel", (1,)),
-          ("trim", (1,)), ("time", (1,)), ("good", (E,)), ("chat", (E,)), ("exercised", (E,)),
-          ("edge_mask", (E,)), ("fail_sets", (F, E)), ("fail_kind", (F,)), ("fail_route", (F,)),
-          ("clog_revealed", (E,))]
-
-
-def split_hydro_obs(obs: jax.Array, params: HydroParams) -> dict[str, jax.Array]:
-  """Slices a flat observation [..., D] into named fields (shapes from params' arrays)."""
-  T, E, P = params.cap.shape[-1], params.edge_mask.shape[-1], params.pump_rate.shape[-1]
-  out, i = {}, 0
-  for name, shape in hydro_obs_fields(T, E, P):
-    n = int(np.prod(shape))
-    out[name] = obs[..., i:i + n].reshape(obs.shape[:-1] + shape)
-    i += n
-  return out
-
-
 def decode(cmd, pump_slot: int, params: HydroParams):
   """Command c of slot p -> (route index k clipped, pumped bool, valid bool)."""
   K = params.route_mask.shape[-1]
@@ -178,7 +103,6 @@ class BallastHydro(environment.Environment[HydroState, HydroParams]):
   def agent_api(self):
     """The env-side functions and sizes the agents need (agent_api.HydroApi),
     injected into the agent factories so that agents/ never imports envs/."""
-    from jaxrl_suite.envs.ballast.agent_api import hydro_api  # local: no cycle
     return hydro_api()
 
   @property
@@ -371,7 +295,7 @@ def hydro_params(layout: dict[str, Any], graph: dict[str, np.ndarray], bank: Epi
   bad = [k for k in overrides if k not in fields]
   if bad:
     raise ValueError(f"unknown BallastHydro parameter(s) {bad}; valid: {sorted(fields)}")
-  arrays = {k: jnp.asarray(graph[k]) for k in fields if k in graph}
+  arrays = graph_arrays(graph, fields)
   n_p = len(layout["pump_rate_m3h"])
   hydro = layout["hydrostatics"]
   return HydroParams(
