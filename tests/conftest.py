@@ -6,10 +6,13 @@ float64 is NOT enabled globally: tests that need it use `jax.experimental.enable
 
 import os
 import sys
+import time
 
-import jax
-import pytest
-from hypothesis import HealthCheck, settings
+_T0_WALL = time.monotonic()   # before jax's import: the summary's wall time is the whole run's
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
@@ -58,12 +61,63 @@ def _heavy_ids() -> set[str]:
   return {r[-1] for r in rows if r}
 
 
-@pytest.hookimpl(tryfirst=True)   # before `-m "not slow"` deselects by marker
-def pytest_collection_modifyitems(config, items):
+def stale_heavy_ids(heavy: set[str], nodeids: list[str], args: list[str], root: str,
+                    cwd: str | None = None) -> list[str]:
+  """The ids of `heavy` that name no test: their file is gone, or their file was collected whole
+  (not narrowed by a `file::name` argument) and holds no such id. A file this run did not
+  collect (another path was selected) is not judged; `-k`/`-m`/`--deselect` act after this
+  check, so they do not hide ids."""
+  collected_files = {n.split("::")[0] for n in nodeids}
+  narrowed = set()
+  for a in args:
+    if "::" in a:
+      path = os.path.relpath(os.path.abspath(os.path.join(cwd or root, a.split("::")[0])), root)
+      narrowed.add(path.replace(os.sep, "/"))
+  present = set(nodeids)
+  stale = []
+  for hid in sorted(heavy):
+    path = hid.split("::")[0]
+    if not os.path.isfile(os.path.join(root, path)):
+      stale.append(hid)
+    elif path in collected_files and path not in narrowed and hid not in present:
+      stale.append(hid)
+  return stale
+
+
+@pytest.hookimpl(tryfirst=True)   # before `-m "not slow"`, `-k` and `--deselect` drop items
+def pytest_collection_modifyitems(session, config, items):
   heavy = _heavy_ids()
   for item in items:
     if item.nodeid in heavy:
       item.add_marker(pytest.mark.slow)
+  stale = stale_heavy_ids(heavy, [i.nodeid for i in items], list(config.args),
+                          str(config.rootpath), str(config.invocation_params.dir))
+  if stale:
+    # A renamed or deleted test would otherwise silently return to (or vanish from) the default
+    # suite's budget.
+    # Reported as a collection error (not raised: an exception here is an INTERNALERROR under
+    # xdist), which stops the run before any test, with and without xdist.
+    config.hook.pytest_collectreport(report=pytest.CollectReport(
+        os.path.relpath(_HEAVY_LIST, str(config.rootpath)), "failed",
+        f"{os.path.relpath(_HEAVY_LIST, REPO_ROOT)} lists ids that name no test (renamed, moved "
+        "or deleted? fix the list):\n  " + "\n  ".join(stale), []))
+
+
+_CONFIG: list[pytest.Config] = []
+
+
+def pytest_configure(config):
+  _CONFIG.append(config)
+
+
+def pytest_collectreport(report):
+  # Under xdist a worker's collection error fails the run only at its end; a stale heavy list
+  # stops it before the tests, as it does without xdist (setting the controller's `shouldstop`
+  # is how xdist's own --maxfail stops a run).
+  if report.failed and report.nodeid == os.path.relpath(_HEAVY_LIST, REPO_ROOT) and _CONFIG:
+    dsession = _CONFIG[-1].pluginmanager.get_plugin("dsession")
+    if dsession is not None and not dsession.shouldstop:
+      dsession.shouldstop = "tests/heavy_tests.txt names tests that do not exist"
 
 
 def assert_config_rejects(config_module, field: str, value, match: str | None = None) -> None:
@@ -89,9 +143,7 @@ def assert_config_rejects(config_module, field: str, value, match: str | None = 
 # module- or session-scoped fixture is charged to the first test that uses it on its worker):
 # the numbers tests/heavy_tests.txt records.
 import resource  # noqa: E402
-import time  # noqa: E402
 
-_T0_WALL = time.monotonic()
 _START_KEY = pytest.StashKey[float]()
 _WORKER_CPU_S: dict[str, float] = {}
 _TEST_CPU_S: dict[str, float] = {}
@@ -148,8 +200,9 @@ def pytest_terminal_summary(terminalreporter, config):
     main_s = _cpu_s()
   workers_s = sum(_WORKER_CPU_S.values())
   wall_s = time.monotonic() - _T0_WALL
+  cpu_s = main_s + workers_s
   terminalreporter.write_line(
-      f"suite CPU {(main_s + workers_s) / 60:.1f} min (main {main_s:.0f} s + "
+      f"suite CPU {cpu_s / 60:.1f} min = {cpu_s:.0f} s (main {main_s:.0f} s + "
       f"{len(_WORKER_CPU_S)} workers {workers_s:.0f} s), wall {wall_s / 60:.1f} min")
   log = os.environ.get("JAXRL_TEST_CPU_LOG")
   if log:
