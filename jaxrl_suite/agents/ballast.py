@@ -1,7 +1,8 @@
 """PPO agent for BallastNet v1 with a route-scoring policy and a clog-diagnosis head.
 
-Trained by the one learner: `ppo.make_learner(config(), env, env_params)` with
-`config.agent = "ballast_v1"` (`make_v1` builds the `algos.agent.Agent`).
+Trained by the one learner: `ppo.make_learner(config, env, env_params)` with
+`config = algos.ballast.default_config("v1")` (`config.agent = "ballast_v1"`; `make_v1` builds
+the `agents.interface.Agent`).
 
 Policy (permutation-equivariant over candidate routes, so one set of weights runs on any layout):
   * candidates: the M_SLOTS useful library routes ranked by B-replan's believed cost (routes of
@@ -40,36 +41,13 @@ import numpy as np
 import optax
 from flax import struct
 
-from jaxrl_suite.algos.agent import Agent, Eval, Step, no_carry
+from jaxrl_suite.agents.interface import Agent, Eval, Step, no_carry
 from jaxrl_suite.core import losses
 from jaxrl_suite.core.initializers import orthogonal
 
 M_SLOTS = 16
 # Feature sizes (H = api.h_hist, the commanded-route history length; n_kinds = api.n_edge_kinds):
 # evidence_route_features 11 + 3 H, route slots 16 + 3 H, edges 12 + n_kinds, global 7 + H.
-
-
-def default_config(version: str = "v1") -> ml_collections.ConfigDict:
-  """A PPO config for the BallastNet agents (`version` "v1" route scorer, "v2" pump pairs).
-
-  Per-leaf Adam (`flat_optimizer=False`) and these values are those of the retired ballast
-  PPO loop; `ballast.hidden` is the width, `ballast.w_init` v2's residual weight.
-  """
-  from jaxrl_suite.algos import ppo  # local: algos imports agents lazily, this breaks no cycle
-  c = ppo.default_config()
-  c.env_name = "BallastNet-v0"
-  c.env_kwargs = {"task": version}
-  c.update(dict(num_envs=64, num_steps=32, total_timesteps=200_000, update_epochs=4,
-                num_minibatches=4, lr=1e-3, anneal_lr=True, gamma=0.99, gae_lambda=0.95,
-                clip_eps=0.2, vf_coef=0.5, ent_coef=0.003, aux_coef=0.5, max_grad_norm=0.5,
-                normalize_advantages=True, flat_optimizer=False, episode_info=("success",),
-                agent="ballast_" + version))
-  c.ballast.hidden = 64
-  if version == "v2":
-    c.ballast.w_init = 10.0   # initial weight of the greedy residual (nats per tolerance unit
-                              # of r); 3 gave a near-uniform choice among the top slots
-    c.aux_coef = 0.0
-  return c
 
 
 @struct.dataclass

@@ -41,12 +41,13 @@ Ablation "with the replanner residual": resid_m = -min(score_m - min_j score_j, 
 working slots (heel-admissible and through no known failure set, score < w_fail; score = the
 replanner's -log(Q gain) + eps len + w_fail #sets), -R on the others; NOOP -R when the slot has
 a working route, else 0, except on slot 0 when no pump has a working route (then -R: something
-must move, as the replanner's first command); weight w learnable (init `w_init`); `resid_on` = 0 switches it off (w then gets no gradient). resid_on is
-a traced leaf of the tables, so both variants share one compiled program.
+must move, as the replanner's first command); weight w learnable (init `w_init`);
+`resid_on` = 0 switches it off (w then gets no gradient). resid_on is a traced leaf of the
+tables, so both variants share one compiled program.
 
-Training across layouts: `make_trainer` builds the one learner (`algos/ppo`) inside a jitted
-function whose argument is a layout's tables (every layout padded to the family's sizes), so
-one program trains on any layout; `train` cycles through the training layouts in chunks.
+Training across layouts: `algos.ballast.make_trainer` builds the one learner (`algos/ppo`)
+inside a jitted function whose argument is a layout's tables (every layout padded to the
+family's sizes), so one program trains on any layout (agents/ never import algos/).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ import ml_collections
 import optax
 from flax import struct
 
-from jaxrl_suite.algos.agent import Agent, Eval, Step
+from jaxrl_suite.agents.interface import Agent, Eval, Step
 from jaxrl_suite.core import losses
 from jaxrl_suite.core.initializers import orthogonal
 
@@ -438,54 +439,3 @@ def make_diagnose(cfg):
     return (d > 0.0) & p.edge_mask
 
   return diagnose
-
-
-def learner_config(c: ml_collections.ConfigDict, total_updates: int) -> ml_collections.ConfigDict:
-  """The ppo learner config from the experiment config's `ppo` block; lr held constant so a
-  checkpoint after n updates is the policy a budget of n updates trains (the budget sweep)."""
-  from jaxrl_suite.algos import ppo
-  cfg = ppo.default_config()
-  for k, v in c.ppo.items():
-    cfg[k] = v
-  cfg.anneal_lr = False
-  cfg.total_timesteps = int(total_updates) * int(cfg.num_steps) * int(cfg.num_envs)
-  cfg.episode_info = ("success", "violated")
-  return cfg
-
-
-class TrainState(NamedTuple):
-  """What carries across layout chunks: parameters, optimiser state, gradient-step count."""
-  params: Any
-  opt_state: Any
-  step: jax.Array
-
-
-def make_trainer(c: ml_collections.ConfigDict, env, total_updates: int, chunk_updates: int):
-  """(init, chunk), both jitted and vmapped over seeds.
-
-  init(keys [S], tables) -> TrainState [S]; chunk(state [S], tables, keys [S]) -> (state,
-  metrics [S, chunk_updates]): `chunk_updates` updates of the one learner (algos/ppo) on the
-  layout whose tables are given (fresh episodes; the optimiser state carries over). Every layout
-  must be padded to the same sizes (routes.layout_sizes), so one program serves all of them.
-  """
-  from jaxrl_suite.algos import ppo
-  cfg = learner_config(c, total_updates)
-
-  def learner(tables):
-    return ppo.make_learner(cfg, env, tables.bp.env, make_agent(c.agent, tables))
-
-  def init(key, tables):
-    ts = learner(tables).init(key).train_state
-    return TrainState(ts.params, ts.opt_state, ts.step)
-
-  def chunk(state: TrainState, tables, key):
-    lr = learner(tables)
-    rs = lr.init(key)
-    rs = rs.replace(train_state=rs.train_state.replace(
-        params=state.params, opt_state=state.opt_state, step=state.step))
-    rs, metrics = lr.run(rs, chunk_updates)
-    ts = rs.train_state
-    return TrainState(ts.params, ts.opt_state, ts.step), metrics
-
-  return (jax.jit(jax.vmap(init, in_axes=(0, None))),
-          jax.jit(jax.vmap(chunk, in_axes=(0, None, 0))))

@@ -36,16 +36,12 @@ from flax import struct
 
 from jaxrl_suite.core import losses
 from jaxrl_suite.agents import ballast as A
-from jaxrl_suite.algos.agent import Agent, Eval, Step, no_carry
+from jaxrl_suite.agents.interface import Agent, Eval, Step, no_carry
 
 # The env side (replan-v2's prediction functions, the splitter, K_MAX) comes in through
 # Graph2.g.api (envs/ballast/agent_api.BallastNetApi): this module never imports envs/.
 M2 = 16                          # candidate route slots per pump
 R_CLIP = 10.0                    # clip of the residual (tolerance units)
-
-
-def default_config() -> ml_collections.ConfigDict:
-  return A.default_config("v2")
 
 
 @struct.dataclass
@@ -117,12 +113,14 @@ def head_feats(pre: Pre, gr: Graph2, pump: int, partner) -> HeadFeats:
   own = jnp.stack([
       pre.g, pre.v / step, jnp.clip(vp.dheel * step / vp.heel_tol, -5, 5) / 5.0,
       jnp.clip(vp.dtrim * step / vp.trim_tol, -5, 5) / 5.0,
-      jnp.clip(h_after / vp.heel_tol, -10, 10) / 5.0, jnp.clip(t_after / vp.trim_tol, -10, 10) / 5.0,
+      jnp.clip(h_after / vp.heel_tol, -10, 10) / 5.0,
+      jnp.clip(t_after / vp.trim_tol, -10, 10) / 5.0,
       jnp.clip(r[:k_max] - r_now, -5, 5) / 5.0, pre.lvl[:, 0], pre.lvl[:, 1]], -1)
   route = jnp.concatenate([own, pre.ev], -1)[order] * slot_ok[:, None]
   glob = jnp.concatenate([jnp.stack([
       jnp.clip(heel / vp.heel_tol, -10, 10) / 5.0, jnp.clip(trim / vp.trim_tol, -10, 10) / 5.0,
-      jnp.minimum(r_now, 20.0) / 10.0, jnp.float32(pump), jnp.asarray(partner < k_max, jnp.float32)]),
+      jnp.minimum(r_now, 20.0) / 10.0, jnp.float32(pump),
+      jnp.asarray(partner < k_max, jnp.float32)]),
       pre.glob])
   slot_route = jnp.concatenate([jnp.where(slot_ok, order, k_max), jnp.array([k_max])])
   return HeadFeats(route.astype(jnp.float32), resid, glob, ok, slot_route, greedy)

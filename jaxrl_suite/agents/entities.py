@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_suite.algos.agent import Agent, feed_forward
+from jaxrl_suite.agents.interface import Agent, feed_forward
 from jaxrl_suite.core.initializers import orthogonal
 from jaxrl_suite.core.losses import MASKED_LOGIT
 

@@ -12,7 +12,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxrl_suite.algos.agent import Agent, feed_forward
+from jaxrl_suite.agents.interface import Agent, feed_forward
 from jaxrl_suite.core.initializers import orthogonal
 from jaxrl_suite.core.networks import MLP, ActorCritic
 

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_suite.agents.entities import SetEncoder, pool
-from jaxrl_suite.algos.agent import Agent, feed_forward
+from jaxrl_suite.agents.interface import Agent, feed_forward
 from jaxrl_suite.core.initializers import orthogonal
 from jaxrl_suite.core.networks import apply_action_mask
 

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_suite.agents.mlp import global_input, own_input
-from jaxrl_suite.algos.agent import ZERO, Agent, Eval, Step
+from jaxrl_suite.agents.interface import ZERO, Agent, Eval, Step
 from jaxrl_suite.core import losses
 from jaxrl_suite.core.initializers import orthogonal
 from jaxrl_suite.core.networks import MLP, GRUActorCritic, apply_action_mask

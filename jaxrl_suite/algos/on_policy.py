@@ -45,8 +45,9 @@ import ml_collections
 import optax
 from flax.training.train_state import TrainState
 
+from jaxrl_suite import agents
+from jaxrl_suite.agents.interface import Agent, Eval
 from jaxrl_suite.algos import rollout
-from jaxrl_suite.algos.agent import Agent, Eval
 from jaxrl_suite.core.gae import gae
 
 
@@ -102,7 +103,6 @@ def make_learner(config: ml_collections.ConfigDict, env, env_params, loss_fn: Lo
 
   `config.update_epochs` passes over each rollout, split into `config.num_minibatches`.
   """
-  from jaxrl_suite import agents  # agents import algos.agent: a cycle at import time
   update_epochs, num_minibatches = int(config.update_epochs), int(config.num_minibatches)
   vec = rollout.VecEnv(env, env_params, int(config.num_envs),
                        centralised=config.get("multi_agent", "ippo") == "mappo")
@@ -227,7 +227,6 @@ def entry_points(loss_fn: LossFn):
 def base_config() -> ml_collections.ConfigDict:
   """Fields shared by every on-policy learner (purejaxrl's CartPole defaults) and the agents'
   sub-configs (`jaxrl_suite.agents.default_configs`)."""
-  from jaxrl_suite import agents
   config = ml_collections.ConfigDict(dict(
       env_name="CartPole-v1",
       env_kwargs={},
@@ -298,7 +297,6 @@ def validate(config: ml_collections.ConfigDict) -> None:
   Raises:
     ValueError: naming the first bad field and what would be valid.
   """
-  from jaxrl_suite import agents
   from jaxrl_suite.core.networks import _ACTIVATIONS
 
   def positive_int(name):

@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl_suite.agents import ballast as A
+from jaxrl_suite.algos import ballast as A
 from jaxrl_suite.algos import ppo
 from jaxrl_suite.envs.ballast import make_ballast
 
