@@ -1,0 +1,19 @@
+"""jaxrl_suite.repro: the reproduction layer. Every verdict comes from here.
+
+  claims     -- a Claim registered before its run (kind, margin, unit, why)
+  intervals  -- CIs that cover at 2-10 seeds (t, log-ratio, Fieller, crossed, BCa)
+  verdicts   -- the verdict vocabulary and judge(claim, interval)
+  flatness   -- the "RL had a fair chance" rule on a budget sweep
+  selection  -- choices made on training data, with their record
+  aggregate  -- rliable-style IQM / probability of improvement across tasks
+  records    -- claim records (JSON) and the reanalysis that re-judges them
+  format     -- the one "mean [lo, hi]" formatter
+See docs/reproduction.md. Depends on numpy, scipy and jaxrl_suite.core only.
+"""
+
+from jaxrl_suite.repro.claims import Claim
+from jaxrl_suite.repro.intervals import Interval
+from jaxrl_suite.repro.records import claim_record, reanalyse, rejudge
+from jaxrl_suite.repro.verdicts import Verdict, judge
+
+__all__ = ["Claim", "Interval", "Verdict", "claim_record", "judge", "reanalyse", "rejudge"]
