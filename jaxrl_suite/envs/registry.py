@@ -31,19 +31,17 @@ _BALLAST = "jaxrl_suite.envs.ballast"
 class _Entry:
   """factory: "module:attr" returning (env, env_params); forwards: "module:attr" callables or
   dataclasses whose keywords the factory's `**overrides` reach; exclude: keywords the factory
-  passes on itself; summary: one line for listings (docs/environments.md has the details)."""
+  passes on itself ("@module:Dataclass": all its fields); summary: one line for listings."""
   factory: str
   forwards: tuple[str, ...] = ()
   exclude: frozenset[str] = frozenset()
   summary: str = ""
 
 
-# HydroParams fields that make_hydro fills from the layout, its route graph and the episode bank
-_HYDRO_SET = frozenset({
-    "edge_mask", "edge_kind", "edge_len", "can_block", "block_w", "partial_w", "tank_mask", "cap",
-    "lcg", "tcg", "route_edges", "route_src", "route_dst", "route_pump", "route_mask", "route_len",
-    "route_transfer", "pair_ok", "pump_rate", "pump_mask", "hyd", "bank", "displacement", "gm",
-    "mctc", "lcf", "rho"})
+# what make_hydro fills from the layout, its route graph (every GraphParams field, named by the
+# "@module:Dataclass" form) and the episode bank: passing one would collide inside the factory
+_HYDRO_SET = frozenset({f"@{_BALLAST}.params:GraphParams", "pump_mask", "hyd", "bank",
+                        "displacement", "gm", "mctc", "lcf", "rho"})
 
 _OURS: dict[str, _Entry] = {
     "ServingBatch-v0": _Entry(
@@ -57,11 +55,11 @@ _OURS: dict[str, _Entry] = {
         frozenset({"prefix_cache", "rate_window", "hw"}),
         "route each arriving LLM request to one GPU of a heterogeneous cluster"),
     "BallastNet-v0": _Entry(
-        f"{_BALLAST}:make_ballast", (f"{_BALLAST}.env:EnvParams",), frozenset(),
+        f"{_BALLAST}:make_ballast", (f"{_BALLAST}.params:EnvParams",), frozenset(),
         "ballast routing through a pipe network with hidden clogs (one route per step)"),
     "BallastHydro-v0": _Entry(
         "jaxrl_suite.envs.registry:_make_hydro",
-        (f"{_BALLAST}:make_hydro", f"{_BALLAST}.hydro_env:HydroParams"), _HYDRO_SET,
+        (f"{_BALLAST}:make_hydro", f"{_BALLAST}.params:HydroParams"), _HYDRO_SET,
         "ballast plan with pump/pipe hydraulics, a heel limit and one command per pump"),
     "RailRM-v0": _Entry(
         "jaxrl_suite.envs.rail:make_rail", ("jaxrl_suite.envs.rail.env:EnvParams",), frozenset(),
@@ -161,7 +159,10 @@ def _sources(name: str) -> tuple[list[Any], frozenset[str]]:
   """(factory followed by what its **overrides reach, keywords not to accept)."""
   if name in _OURS:
     e = _OURS[name]
-    return [_resolve(e.factory)] + [_resolve(f) for f in e.forwards], e.exclude
+    exclude = set()
+    for x in e.exclude:
+      exclude |= _keywords(_resolve(x[1:])) if x.startswith("@") else {x}
+    return [_resolve(e.factory)] + [_resolve(f) for f in e.forwards], frozenset(exclude)
   if name in _probe_names():
     probes = _probes()
     cls = probes.PROBES[name]
