@@ -60,9 +60,10 @@ def test_no_page_cites_a_file_outside_the_repository(repo_root):
   for page in _pages(repo_root):
     text = open(page).read()
     rel = os.path.relpath(page, repo_root)
+    # The climbing path ends at the first ")", "]", "`" or space ("[../x.md](../x.md)").
     bad += [f"{rel}: {m.group(0)}" for m in _CLIMBS_OUT.finditer(text)
             if not os.path.exists(os.path.normpath(os.path.join(
-                os.path.dirname(page), text[m.start():].split(")")[0].split()[0])))]
+                os.path.dirname(page), re.split(r"[)\]`\s]", text[m.start():])[0])))]
     bad += [f"{rel}: {n}" for n in _MD_NAME.findall(text) if n not in known]
     in_docs = rel.startswith("docs" + os.sep)
     for m in _BARE_SPEC.finditer(text):
