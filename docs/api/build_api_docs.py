@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import copy
 import os
 import sys
 
@@ -40,17 +39,32 @@ def _summary(doc: str | None) -> str:
   return para
 
 
+def _param(a: ast.arg, default: ast.expr | None, prefix: str = "") -> str:
+  """One parameter as PEP 8 writes it: `x`, `x=1`, `x: int`, `x: int = 1`."""
+  text = prefix + a.arg + (f": {ast.unparse(a.annotation)}" if a.annotation else "")
+  if default is not None:
+    text += (" = " if a.annotation else "=") + ast.unparse(default)
+  return text
+
+
 def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef, drop_self: bool = False) -> str:
   args = node.args
-  if drop_self:
-    # Methods are shown as they are called, without `self`; defaults align to the last args.
-    args = copy.copy(args)
-    if args.posonlyargs:
-      args.posonlyargs = args.posonlyargs[1:]
-    else:
-      args.args = args.args[1:]
-      args.defaults = args.defaults[max(0, len(args.defaults) - len(args.args)):]
-  sig = f"{node.name}({ast.unparse(args)})"
+  positional = args.posonlyargs + args.args
+  defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+  parts = [_param(a, d) for a, d in zip(positional, defaults)]
+  if args.posonlyargs:
+    parts.insert(len(args.posonlyargs), "/")
+  if drop_self and positional:
+    # Methods are shown as they are called, without `self`.
+    parts = parts[1:] if parts[1:2] != ["/"] else parts[2:]
+  if args.vararg:
+    parts.append(_param(args.vararg, None, "*"))
+  elif args.kwonlyargs:
+    parts.append("*")
+  parts += [_param(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults)]
+  if args.kwarg:
+    parts.append(_param(args.kwarg, None, "**"))
+  sig = f"{node.name}({', '.join(parts)})"
   if node.returns is not None:
     sig += f" -> {ast.unparse(node.returns)}"
   return sig

@@ -3,6 +3,7 @@ file outside it (the design notes it was built from are not shipped), every rela
 resolves to a file of the checkout, the README stays a short front door whose Python runs, and
 the generated API pages match the source."""
 
+import ast
 import glob
 import importlib.util
 import os
@@ -200,3 +201,6 @@ def test_api_pages_name_the_main_entry_points(repo_root):
   assert "- `gae(" in core and "## `jaxrl_suite.core.losses`" in core
   assert builder._summary("PPO (Schulman et al. 2017) as pure functions. More.") == (
       "PPO (Schulman et al. 2017) as pure functions.")
+  method = ast.parse("def f(self, a, b: int = 1, *, c=2, **kw) -> None: ...").body[0]
+  assert builder._signature(method, drop_self=True) == "f(a, b: int = 1, *, c=2, **kw) -> None"
+  assert builder._signature(method) == "f(self, a, b: int = 1, *, c=2, **kw) -> None"
