@@ -19,7 +19,7 @@
 
 import ml_collections
 
-from jaxrl_suite.agents import ballast as _agent
+from jaxrl_suite.algos import ballast as _algo   # the ballast PPO configs (v1 and v2)
 
 
 def get_config(arg=None):
@@ -41,7 +41,7 @@ def get_config(arg=None):
   # config.agent = "ballast_v1" / "ballast_v2" (agents/ballast.py, agents/ballast_v2.py).
   # RL agent (PPO + route scorer + diagnosis head with aux BCE on privileged clog labels);
   # evaluated greedy and sampled, headline mode chosen on separate selection episodes
-  c.rl = _agent.default_config("v1")
+  c.rl = _algo.default_config("v1")
   c.rl.total_timesteps = 200_000       # per seed
   c.rl_seeds = 3                         # PPO seeds, vmapped in one jit
   # v2 (stability target, two pumps): PPO pump-pair agent vs greedy controllers with true
@@ -54,7 +54,7 @@ def get_config(arg=None):
   # row uniformly). 0 = BallastNet-v0's unchecked generator (the results before issue #21's fix:
   # ~36% of direct10's >= 2-blocked v2 episodes were not finishable).
   c.v2_bank = 2048
-  c.rl_v2 = _agent.default_config("v2")
+  c.rl_v2 = _algo.default_config("v2")
   c.rl_v2.total_timesteps = 200_000      # per seed
   c.rl_v2_seeds = 3                      # vmapped in one jit
   if c.quick:

@@ -61,7 +61,7 @@ def get_config(arg=None):
   # Prefix caching (per-GPU LRU keyed by the trace's hash_ids, routing.default_cache_blocks) and
   # the cache-aware router among the tuned families, on traces that have hash_ids (Mooncake).
   c.prefix_cache = True
-  c.n_capacity_windows = 2 if quick else 4   # training windows of the capacity bisection
+  c.n_capacity_windows = 1 if quick else 4   # training windows of the capacity bisection
   # Points per tuned router family (evenly spaced, ends kept; 0 = the whole grid). Quick: 2, a
   # smoke test of the pipeline (with the cache grid, 35 points made Mooncake's quick run >18 min).
   c.grid_points = 2 if quick else 0
@@ -87,8 +87,11 @@ def get_config(arg=None):
                                         num_steps=64 if quick else 1024,
                                         steps=50 if quick else 2000, batch_size=256, lr=1e-3))
   c.num_seeds = 2 if quick else 4
-  c.n_tune_windows = 3 if quick else 8
+  c.n_tune_windows = 2 if quick else 8
   c.n_select_windows = 2
+  # Quick: a capacity probe is ~14 candidates x 1 window, so 16 lanes (not 32) wastes no
+  # compute on padded lanes (the vmapped loop runs as long as its busiest lane).
+  c.eval_lanes = 16 if quick else 32
   if not quick:
     # Steady-state protocol: episodes of 1,024 consecutive requests (train and evaluate on the
     # same length) through an engine window of 128 requests in flight (more are rejected: SLO
