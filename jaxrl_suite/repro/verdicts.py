@@ -2,13 +2,15 @@
 
 With the 95% CI [lo, hi] of the effect d (claims.py: oriented so "better" > 0):
 
-| kind             | reproduced       | partly        | not reproduced     | contradicted | inconcl.  |
-|------------------|------------------|---------------|--------------------|--------------|-----------|
-| superiority, c   | lo > 0, hi >= c  | lo > 0, hi<c  | lo <= 0 <= hi < c  | hi < 0       | lo<=0,hi>=c |
-| superiority, m_min | lo > 0         | -             | lo <= 0 < hi < m_min | hi < 0     | otherwise |
-| equivalence +-m  | -m < lo, hi < m  | -             | -                  | hi<-m, lo>m  | otherwise |
-| non-inferiority m | lo > -m         | -             | -                  | hi < -m      | otherwise |
-| target c, tol t  | CI inside [L, U] | lo > 0, hi<L  | -                  | hi < 0       | otherwise |
+  superiority with size c:  reproduced lo > 0 and hi >= c; partly reproduced lo > 0 and hi < c;
+    not reproduced lo <= 0 <= hi < c; contradicted hi < 0; inconclusive lo <= 0 and hi >= c.
+  superiority (m_min):      reproduced lo > 0; not reproduced lo <= 0 < hi < m_min;
+    contradicted hi < 0; inconclusive otherwise.
+  equivalence within +-m:   reproduced -m < lo and hi < m (TOST); contradicted hi < -m or
+    lo > m; inconclusive otherwise.
+  non-inferiority by m:     reproduced lo > -m; contradicted hi < -m; inconclusive otherwise.
+  target c, tolerance t:    reproduced CI inside [L, U]; partly reproduced lo > 0 and hi < L;
+    contradicted hi < 0; inconclusive otherwise.
 
 [L, U] = the band [c / (1 + t), c (1 + t)] on d. A target CI above the band (lo > U) is
 "reproduced (exceeds the paper)", with the overshoot in the reason. "descriptive" claims get no
