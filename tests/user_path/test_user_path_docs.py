@@ -90,6 +90,47 @@ def test_relative_links_resolve(repo_root, page):
   assert not missing, f"{page} links to missing files: {missing}"
 
 
+_ANCHOR_LINK = re.compile(r"\]\(([^)\s#]*)#([^)\s]+)\)")
+
+
+def _slugs(path):
+  """The anchors GitHub gives a page's headings: lower case, punctuation but "-" and "_"
+  dropped, spaces as "-", a repeated heading suffixed -1, -2, ..."""
+  slugs, seen, in_code = set(), {}, False
+  for line in open(path, encoding="utf-8").read().split("\n"):
+    if line.startswith("```"):
+      in_code = not in_code
+    m = None if in_code else re.match(r"#{1,6} (.*?)#*\s*$", line)
+    if m:
+      slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+      n = seen.get(slug, 0)
+      seen[slug] = n + 1
+      slugs.add(slug if n == 0 else f"{slug}-{n}")
+  return slugs
+
+
+@pytest.mark.parametrize("page", [os.path.relpath(p, _REPO_ROOT) for p in _pages(_REPO_ROOT)])
+def test_section_links_resolve(repo_root, page):
+  """A link to a section (`page.md#section`, `#section`) names a heading of that page."""
+  path = os.path.join(repo_root, page)
+  bad = []
+  for target, anchor in _ANCHOR_LINK.findall(open(path, encoding="utf-8").read()):
+    if re.match(r"[a-z]+://", target) or not (target == "" or target.endswith(".md")):
+      continue
+    dest = os.path.normpath(os.path.join(os.path.dirname(path), target)) if target else path
+    if os.path.exists(dest) and anchor not in _slugs(dest):
+      bad.append(f"{target}#{anchor}")
+  assert not bad, f"{page} links to missing sections: {bad}"
+
+
+def test_the_section_check_knows_github_anchors(tmp_path):
+  page = tmp_path / "p.md"
+  page.write_text("# T\n## Benchmark (`experiments/bench_serving.py`)\n## Results\n## Results\n"
+                  "```\n# not a heading\n```\n")
+  assert _slugs(str(page)) == {"t", "benchmark-experimentsbench_servingpy", "results",
+                               "results-1"}
+
+
 def test_the_link_check_sees_links(repo_root):
   """The page list and the link pattern are not vacuous: the README links its guides."""
   pages = [os.path.relpath(p, repo_root) for p in _pages(repo_root)]
