@@ -669,9 +669,13 @@ def _clip_line(su: Setup, clip) -> str:
 
 
 def _plot(c, summary, summary_h, policies, curves, sweep_summary, variants, main, held, path):
+  """Four panels in a 2 x 2 grid: goodput vs load on the claims' cluster and on the held-out
+  one (top; one legend for both, right of the row, since they show the same policies), the
+  budget sweep and the training curves (bottom; legends under their panels). Every legend
+  sits outside the data, which at ~15 policies would otherwise hide the curves."""
   plt = plotting.pyplot()
-  fig, axes = plt.subplots(1, 4, figsize=(20, 4))
-  for ax, summ, cl in ((axes[0], summary, main), (axes[1], summary_h, held)):
+  fig, axes = plt.subplots(2, 2, figsize=(13, 9.5))
+  for ax, summ, cl in ((axes[0, 0], summary, main), (axes[0, 1], summary_h, held)):
     for p in policies:
       rl = p not in heuristics.CACHE_ROUTERS
       plotting.errorbar_ci(ax, list(c.loads), [summ[f"{p}@{ld}"]["goodput"] for ld in c.loads],
@@ -679,17 +683,21 @@ def _plot(c, summary, summary_h, policies, curves, sweep_summary, variants, main
     ax.set_xlabel("load (fraction of the cluster's capacity)")
     ax.set_ylabel("goodput (req/s)")
     ax.set_title(f"{cl.name}" + (" (never trained on)" if cl is held else ""), fontsize=9)
-  axes[0].legend(fontsize=6)
+  axes[0, 1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), title="policy",
+                    title_fontsize=8)
   n_ck = int(c.budget_chunks)
   for v in variants:
     for ld in c.loads:
-      plotting.errorbar_ci(axes[2], _checkpoint_steps(c, v), [sweep_summary[f"{v}@{i + 1}@{ld}"]
-                                            for i in range(n_ck)], fmt="-o",
+      plotting.errorbar_ci(axes[1, 0], _checkpoint_steps(c, v),
+                           [sweep_summary[f"{v}@{i + 1}@{ld}"] for i in range(n_ck)], fmt="-o",
                            label=f"{v} @ load {ld}")
-  axes[2].set_xlabel("env steps (budget checkpoint)")
-  axes[2].set_ylabel(f"goodput on {main.name} training windows")
-  axes[2].legend(fontsize=6)
-  common.plot_curves(axes[3], curves)
+  axes[1, 0].set_xlabel("env steps (budget checkpoint)")
+  axes[1, 0].set_ylabel(f"goodput on {main.name} training windows")
+  axes[1, 0].set_title("budget sweep", fontsize=9)
+  common.plot_curves(axes[1, 1], curves)
+  axes[1, 1].set_title("training curves (mean, 95% band over seeds)", fontsize=9)
+  for ax in (axes[1, 0], axes[1, 1]):   # under the panel: outside the data, below its x label
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
   os.makedirs(os.path.dirname(path), exist_ok=True)
   plotting.save_figure(fig, path, dpi=90)
   return os.path.basename(path)
