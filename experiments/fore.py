@@ -867,6 +867,7 @@ def _run(config, quick: bool, workdir: str, results_dir=None) -> dict:
   write_results(NAME, mode="quick" if quick else "full", config=config, seeds=[config.seed], claims=claims,
                 wall_time_s=time.time() - t0, payload=payload, markdown=_markdown(R, claims), results_dir=results_dir)
   R["claims"] = claims
+  R["results_dir"] = results_dir      # where the record went: main() says so
   return R
 
 
@@ -883,7 +884,11 @@ def main(argv):
   R = run(config, _QUICK.value, _WORKDIR.value, _RESULTS.value)
   from jaxrl_suite.core.results import verdict_table
   print(verdict_table(R["claims"]))
-  logging.info("wrote results/%s.{json,md,png}", NAME)
+  # The folder the library chose (results/ full, workdirs/results_quick/ quick, or
+  # JAXRL_RESULTS_DIR), never a fixed "results/": a quick record is a smoke check, not a result.
+  logging.info("wrote %s.{json,md,png}%s", os.path.join(R["results_dir"], NAME),
+               " (quick mode: a smoke check of the pipeline, not a reproduction)"
+               if _QUICK.value else "")
 
 
 if __name__ == "__main__":
