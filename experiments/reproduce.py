@@ -1,29 +1,41 @@
 r"""Run every reproduction and write `results/SUMMARY.md` (one row per claim, with its verdict).
 
-  python -m experiments.reproduce --quick              # CI smoke run (`make reproduce`),
-                                                       # writes workdirs/results_quick/
+  python -m experiments.reproduce --quick              # smoke check of every stage (`make
+                                                       # reproduce`), writes workdirs/results_quick/
   python -m experiments.reproduce                      # full mode (`make reproduce-full`)
   python -m experiments.reproduce --only=fore,ballast  # a subset
   python -m experiments.reproduce --quick --stream     # show each stage's own progress bar
-  python -m experiments.reproduce --summary_only --readme   # rebuild SUMMARY.md + README table
+  python -m experiments.reproduce --summary_only --readme   # rebuild SUMMARY.md + README block
+  python -m experiments.reproduce --reanalyse          # re-judge the committed records
 
 Each stage runs as its own process, `python -m experiments.<name> [--quick]`, so a crash in one
 does not stop the others; its output goes to `workdirs/reproduce/<name>.log` (and to the terminal
 with `--stream`) and the tail of that log is printed if it fails. A stage whose script does not
 exist yet is skipped with a note. The exit status is non-zero if any stage failed (crashed, timed
-out, or exited cleanly without writing a valid `results/<name>.json` of the requested mode).
+out, or exited cleanly without writing a valid `<name>.json` of the requested mode where this
+script reads it).
 
-Where results go: full mode writes `results/` (committed); quick mode writes
-`workdirs/results_quick/` (and its own SUMMARY.md there), and a quick stage that writes into
-`results/` anyway (a script saving its plot by a fixed path) has those files moved to the quick
-directory and the committed ones put back, so `make reproduce` never changes a tracked file.
-Records of runs on ad-hoc inputs (`adhoc_inputs`, e.g. `--eval_trace`) are never summarised.
+Quick mode is a smoke check of every stage's whole pipeline (train a little, evaluate, judge,
+write the record and plot), not a small reproduction: its verdicts say nothing about the claims,
+and its SUMMARY.md says so. Two stages run at once in quick mode (`--jobs`; a quick stage is
+mostly single-threaded XLA compilation, so two share 2 cores well), the longest of the last run
+first; full mode runs one at a time. Progress: a line per stage start (i/N, elapsed, ETA from
+the last run's timings of that mode, kept in `workdirs/reproduce/timings_<mode>.json`), a line
+per result, and every `--heartbeat_s` the last log line of each running stage.
 
-The summary is generated from the `results/*.json` records (never typed): reproduction, claim,
-paper's figure, ours with 95% CI, verdict, links to `<name>.md`/`<name>.png`, and the mode
-(quick/full) and commit of each record, so a stale or quick-mode number is visible as such.
-`--readme` rewrites the block between `<!-- RESULTS:BEGIN -->` and `<!-- RESULTS:END -->` in
-README.md with the same table.
+Where results go: a stage never names its folder; the library does
+(`jaxrl_suite.core.results.output_dir`), and this script hands each stage the folder it reads
+through JAXRL_RESULTS_DIR: full mode `results/` (committed), quick mode
+`workdirs/results_quick/` (with its own SUMMARY.md). A quick stage that writes into `results/`
+anyway (a plot saved by a fixed path) has those files moved to the quick directory and the
+committed ones put back, so `make reproduce` never changes a tracked file. Records of runs on
+ad-hoc inputs (`adhoc_inputs`, e.g. `--eval_trace`) are never summarised.
+
+The summary is generated from the records (never typed): reproduction, claim, paper's figure,
+ours with 95% CI, verdict, links to `<name>.md`/`<name>.png`, and the mode (quick/full) and
+commit of each record, so a stale or quick-mode number is visible as such. `--readme` rewrites
+the block between `<!-- RESULTS:BEGIN -->` and `<!-- RESULTS:END -->` in README.md with a short
+table (verdict counts per reproduction) and a link to `results/SUMMARY.md`.
 """
 
 from __future__ import annotations
@@ -609,26 +621,23 @@ def update_readme(readme_path: str, results_dir: str = RESULTS_DIR,
 
 
 def reanalyse(results_dir: str = RESULTS_DIR) -> int:
-  """Re-judges every committed record from its stored samples (jaxrl_suite.repro.records
-  .reanalyse); returns 0 when every verdict is reproduced, 1 on a mismatch, 2 if the library
-  function is missing."""
-  try:
-    from jaxrl_suite.repro import records as repro_records
-    fn = repro_records.reanalyse
-  except (ImportError, AttributeError) as e:
+  """Re-judges every record in `results_dir` from its stored samples
+  (`jaxrl_suite.repro.records.reanalyse`), prints its report; returns 0 when every verdict is
+  the one recomputed, 1 on a mismatch, 2 when the folder or the library function is missing."""
+  if not os.path.isdir(results_dir):
+    print(f"--reanalyse: {results_dir} is not a directory; give --results_dir=<the folder "
+          "holding <name>.json records> (default results/)", file=sys.stderr)
+    return 2
+  try:   # imported here: the summary and the runs do not need the reproduction layer
+    from jaxrl_suite.repro.records import reanalyse as _reanalyse
+  except ImportError as e:
     print(f"--reanalyse needs jaxrl_suite.repro.records.reanalyse, which this checkout lacks "
           f"({e}); update the checkout (it ships with the jaxrl_suite.repro package)",
           file=sys.stderr)
     return 2
-  out = fn(results_dir)
-  # The library returns the mismatches (a list, or an object with .mismatches / .ok).
-  mismatches = getattr(out, "mismatches", out)
-  ok = bool(getattr(out, "ok", not mismatches))
-  for m in (mismatches or []):
-    print(f"MISMATCH: {m}", file=sys.stderr)
-  print(f"reanalysed the records in {_rel(results_dir)}/: "
-        + ("every verdict reproduced" if ok else "verdicts differ (see MISMATCH lines)"))
-  return 0 if ok else 1
+  rep = _reanalyse(results_dir)
+  print(rep.text())
+  return 0 if rep.ok else 1
 
 
 # ------------------------------------------------------------------------------------------------

@@ -130,3 +130,22 @@ def test_reproduce_finds_the_record_where_the_library_puts_it(stage, tmp_path, m
   assert seen["cmd"][2:4] == [stage.module, "--quick"] and tuple(seen["cmd"][4:]) == stage.args
   assert seen["env"][results_lib.ENV_VAR] == quick_dir
   assert os.path.exists(os.path.join(quick_dir, f"{stage.name}.json"))
+
+
+def test_reanalyse_exits_non_zero_on_a_mismatch(tmp_path, monkeypatch, capsys):
+  """--reanalyse prints the library's report and its exit status follows report.ok."""
+  from jaxrl_suite.repro import records
+
+  class Rep:
+    def __init__(self, ok):
+      self.ok = ok
+
+    def text(self):
+      return "MISMATCH x.json: c" if not self.ok else "all agree"
+
+  for ok, rc in ((True, 0), (False, 1)):
+    monkeypatch.setattr(records, "reanalyse", lambda d, ok=ok: Rep(ok))
+    assert reproduce.main(["--reanalyse", f"--results_dir={tmp_path}"]) == rc
+    assert ("MISMATCH" in capsys.readouterr().out) == (not ok)
+  assert reproduce.main(["--reanalyse", f"--results_dir={tmp_path / 'absent'}"]) == 2
+  assert "is not a directory" in capsys.readouterr().err
