@@ -1,0 +1,172 @@
+"""docs/environments.md stays true: every python block runs, every environment of the project has
+a section, and each section's machine-readable `shapes:` line equals what the environment returns.
+
+The shapes come from `jax.eval_shape` of reset / action_mask / step (tracing only, no compile), on
+the (env, params) that the section's example built, or `registry.make(name)` for sections without
+one (the probes share one example). Budget: the blocks compile one vmapped reset and step each;
+the whole file is well under a minute of CPU.
+"""
+
+import os
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl_suite.envs import registry
+
+DOC = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "environments.md")
+_HEADING = re.compile(r"^(#{2,3}) `([A-Za-z0-9_-]+)`", re.M)
+_BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
+_SHAPES = re.compile(r"^`shapes: (.*)`$", re.M)
+_ROW = re.compile(r"^\| `([A-Za-z0-9_-]+)` \| (\S+) \| (\S+) \|$", re.M)
+
+
+def _text() -> str:
+  with open(DOC) as f:
+    return f.read()
+
+
+def sections(text: str) -> dict[str, str]:
+  """Environment name -> its section's text (up to the next `## ` / `### ` heading)."""
+  marks = [(m.start(), m.group(2)) for m in _HEADING.finditer(text)]
+  heads = [m.start() for m in re.finditer(r"^#{1,3} ", text, re.M)]
+  out = {}
+  for start, name in marks:
+    end = min([h for h in heads if h > start] + [len(text)])
+    out[name] = text[start:end]
+  return out
+
+
+def _arr(x) -> str:
+  return f"{np.dtype(x.dtype).name}[{','.join(str(d) for d in x.shape)}]"
+
+
+def _tree(x) -> str:
+  if hasattr(x, "shape") and hasattr(x, "dtype"):
+    return _arr(x)
+  leaves, _ = jax.tree_util.tree_flatten_with_path(x)
+  return "{" + ", ".join(f"{jax.tree_util.keystr(p).lstrip('.')}: {_arr(v)}"
+                         for p, v in leaves) + "}"
+
+
+def shapes_line(env, params) -> str:
+  """`obs ...; action ...; [action_mask ...;] [agent_mask ...;] reward ...; terminated ...;
+  truncated ...`: the one-env shapes, traced (no compile) from reset / masks / step."""
+  key = jax.random.PRNGKey(0)
+  obs, state = jax.eval_shape(env.reset, key, params)
+  space = env.action_space(params)
+  parts = [f"obs {_tree(obs)}"]
+  mask = (jax.eval_shape(env.action_mask, state, params) if hasattr(env, "action_mask")
+          else None)
+  agents = (jax.eval_shape(env.agent_mask, state, params) if hasattr(env, "agent_mask")
+            else None)
+  if hasattr(space, "n"):   # Discrete: one index per agent slot (rail, coordination) or one
+    shape = (mask.shape[:-1] if mask is not None else agents.shape if agents is not None
+             else ())
+    dtype = jnp.int32
+    parts.append(f"action int32[{','.join(map(str, shape))}] in [0, {int(space.n)})")
+  else:                     # Box: token blocks (text), one command per pump (BallastHydro)
+    shape, dtype = tuple(space.shape), space.dtype
+    lo, hi = np.asarray(space.low), np.asarray(space.high)
+    parts.append(f"action {np.dtype(dtype).name}[{','.join(map(str, shape))}] in "
+                 f"[{lo.min().item()}, {hi.max().item()}]")
+  if mask is not None:
+    parts.append(f"action_mask {_arr(mask)}")
+  if agents is not None:
+    parts.append(f"agent_mask {_arr(agents)}")
+  _, _, reward, term, trunc, _ = jax.eval_shape(env.step, key, state,
+                                                jnp.zeros(shape, dtype), params)
+  parts += [f"reward {_arr(reward)}", f"terminated {_arr(term)}", f"truncated {_arr(trunc)}"]
+  return "; ".join(parts)
+
+
+def test_every_project_environment_has_a_section_with_one_shapes_line():
+  secs = sections(_text())
+  missing = [n for n in registry.project_names() if n not in secs]
+  assert not missing, f"docs/environments.md has no '## `NAME`' section for {missing}"
+  unknown = [n for n in secs if not registry.is_registered(n)]
+  assert not unknown, f"docs/environments.md documents unregistered names {unknown}"
+  for name in registry.project_names():
+    lines = _SHAPES.findall(secs[name])
+    assert len(lines) == 1, f"section {name}: want one '`shapes: ...`' line, found {len(lines)}"
+    assert registry.summary(name), name
+
+
+def space_str(space) -> str:
+  """`discrete(n)` or `dtype[shape]` of a gymnax space (the gymnax table's notation)."""
+  if hasattr(space, "n"):
+    return f"discrete({int(space.n)})"
+  return f"{np.dtype(space.dtype).name}[{','.join(str(d) for d in space.shape)}]"
+
+
+# gymnax's MNISTBandit downloads MNIST when it is made (network): named, not made
+_NOT_MADE = ("MNISTBandit-bsuite",)
+
+
+def test_every_gymnax_environment_is_listed_with_its_spaces():
+  text = _text()
+  rows = dict((n, (o, a)) for n, o, a in _ROW.findall(text))
+  for name in registry.registered_names():
+    if name in registry.project_names():
+      continue
+    assert f"`{name}`" in text, f"docs/environments.md does not list gymnax's {name}"
+    if name in _NOT_MADE:
+      continue
+    env, params = registry.make(name)
+    got = (space_str(env.observation_space(params)), space_str(env.action_space(params)))
+    assert rows.get(name) == got, f"{name}: the table says {rows.get(name)}, gymnax gives {got}"
+
+
+def test_every_documented_argument_is_an_argument():
+  """Arguments in a section's `Arguments:` line are real keywords of `make` (no stale names)."""
+  for name, sec in sections(_text()).items():
+    m = re.search(r"^Arguments[^:]*: (.*?)(?:\n\n|\Z)", sec, re.M | re.S)
+    if m is None:
+      continue
+    args = re.findall(r"`([a-z_0-9]+)=", m.group(1))
+    bad = [a for a in args if a not in registry.valid_kwargs(name)]
+    assert not bad, f"section {name}: {bad} are not arguments of make({name!r}, ...)"
+
+
+def _cases():
+  text = _text()
+  out = []
+  for name, sec in sections(text).items():
+    out.append(pytest.param(name, sec, id=name))
+  return out
+
+
+@pytest.mark.parametrize("name,section", _cases())
+def test_section_example_runs_and_shapes_match(name, section):
+  blocks = _BLOCK.findall(section)
+  ns = {}
+  for code in blocks:
+    assert f'registry.make("{name}"' in code, f"{name}: its example must make {name}"
+    ns = {"__name__": f"docs_environments_{name}"}
+    exec(compile(code, f"docs/environments.md[{name}]", "exec"), ns)   # noqa: S102
+  if "env" in ns and "params" in ns:
+    env, params = ns["env"], ns["params"]
+  else:
+    env, params = registry.make(name)
+  want = _SHAPES.findall(section)
+  assert want, f"{name}: no '`shapes: ...`' line"
+  got = shapes_line(env, params)
+  assert want[0] == got, f"{name}: the doc says\n  {want[0]}\nthe env gives\n  {got}"
+
+
+def test_shared_blocks_run():
+  """Python blocks outside the environment sections (the quick start, the probes' loop)."""
+  text = _text()
+  spans = [(m.start(), m.end()) for m in _BLOCK.finditer(text)]
+  inside = set()
+  for sec in sections(text).values():
+    start = text.index(sec)
+    inside |= {s for s, _ in spans if start <= s < start + len(sec)}
+  shared = [m.group(1) for m in _BLOCK.finditer(text) if m.start() not in inside]
+  assert shared, "docs/environments.md lost its quick-start block"
+  for i, code in enumerate(shared):
+    exec(compile(code, f"docs/environments.md[shared {i}]", "exec"),   # noqa: S102
+         {"__name__": f"docs_environments_shared_{i}"})
