@@ -103,6 +103,17 @@ REGISTRY: list[Stage] = [
 ]
 
 
+# Quick-mode wall seconds of each stage run alone on 2 cores (measured; see the ETA note in
+# run_all). Used only where workdirs/reproduce/ has no timings of an earlier quick run (a fresh
+# clone): they order the stages (longest first, with two at a time) and give the first ETA.
+QUICK_SECONDS: dict[str, float] = {
+    "ppo_gymnax": 60, "fore": 60, "serving_batching": 90, "serving_routing": 150,
+    "serving_routing_azure_code": 150, "serving_routing_mooncake_conv": 250, "ballast": 60,
+    "ballast_hydro": 90, "direct_opd": 90, "compaction": 60, "stapo": 60, "cure": 60,
+    "rail_pricing": 90,
+}
+
+
 @dataclasses.dataclass
 class StageResult:
   name: str
@@ -370,6 +381,9 @@ def run_all(stages: Sequence[Stage], quick: bool, results_dir: str | None = None
   # snapshot could take another stage's half-written file for a committed one.
   before = _snapshot(PROTECTED_DIR) if protect else {}
   last = load_timings(log_dir, quick)
+  source = "last run's timings"
+  if not last and quick:   # a fresh clone: the shipped estimates order the stages and give an ETA
+    last, source = dict(QUICK_SECONDS), "shipped estimates"
   order = _schedule(stages, last, jobs)
   n = len(stages)
   say = lambda msg: (print(msg, file=out, flush=True))
@@ -395,7 +409,7 @@ def run_all(stages: Sequence[Stage], quick: bool, results_dir: str | None = None
     left = sum(max(last.get(s, 0.0) - (now - t0), 0.0) for s, (_, t0) in running.items())
     left += sum(last.get(s.name, 0.0) for s in order if s.name not in done
                 and s.name not in running)
-    return f"ETA {_fmt_s(left / jobs)} (last run's timings)"
+    return f"ETA {_fmt_s(left / jobs)} ({source})"
 
   def report(res: StageResult) -> None:
     k = len(done)

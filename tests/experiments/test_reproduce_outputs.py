@@ -149,3 +149,13 @@ def test_reanalyse_exits_non_zero_on_a_mismatch(tmp_path, monkeypatch, capsys):
     assert ("MISMATCH" in capsys.readouterr().out) == (not ok)
   assert reproduce.main(["--reanalyse", f"--results_dir={tmp_path / 'absent'}"]) == 2
   assert "is not a directory" in capsys.readouterr().err
+
+
+def test_every_stage_has_a_shipped_quick_estimate():
+  """A fresh clone has no timings of an earlier run: QUICK_SECONDS orders its stages and gives
+  its first ETA, so it must name every stage (and nothing else)."""
+  assert set(reproduce.QUICK_SECONDS) == {s.name for s in reproduce.REGISTRY}
+  assert all(v > 0 for v in reproduce.QUICK_SECONDS.values())
+  order = reproduce._schedule(reproduce.REGISTRY, reproduce.QUICK_SECONDS, jobs=2)
+  assert [reproduce.QUICK_SECONDS[s.name] for s in order] == sorted(
+      reproduce.QUICK_SECONDS.values(), reverse=True)
