@@ -16,11 +16,16 @@ core_cli.install_override_error_hook()
 
 
 @contextlib.contextmanager
-def user_errors():
+def user_errors(argv=None):
   """Around a script's run: a user error (bad config value, unreadable --layout / --eval_trace,
-  a workdir that does not match) becomes one or two lines on stderr and exit status 2, unless
-  --debug is given."""
+  a workdir that does not match, an unknown variant in `--config=<file>:<variant>`, which
+  ml_collections would run as the default config) becomes one or two lines on stderr and exit
+  status 2, unless --debug is given. `argv`: the command line (default sys.argv)."""
+  import sys
   try:
+    spec = core_cli.config_arg(sys.argv if argv is None else argv, "config")
+    if spec is not None:
+      core_cli.check_config_variant(spec)
     yield
   except core_cli.user_error_types() as e:
     if flags.FLAGS.is_parsed() and flags.FLAGS["debug"].value:

@@ -1,30 +1,45 @@
-r"""Train an on-policy agent from an ml_collections config, with checkpoints and resume.
+r"""Train an on-policy agent on any registered environment, with checkpoints and resume.
 
-  python -m jaxrl_suite.train --config=configs/ppo_cartpole.py \
-      --config.total_timesteps=2e5 --workdir=workdirs/ppo_cartpole
+  python -m jaxrl_suite.train --env=CartPole-v1                      # PPO, its default config
+  python -m jaxrl_suite.train --env=Breakout-MinAtar --algo=reinforce \
+      --config.total_timesteps=2e5 --config.num_envs=16 --workdir=workdirs/rf_breakout
+  python -m jaxrl_suite.train --config=configs/ppo_cartpole.py:quick  # a config file (checkout)
   python -m jaxrl_suite.train --help     # the flags and every config field with its default
+
+Without `--config` the config is the library's `<algo>.default_config()` (no checkout needed: an
+installed package trains from any directory) with `env_name` set by `--env` (a name of
+`jaxrl_suite.envs.registry`) and any `--config.<field>=value` overrides. Every value is checked
+before anything is compiled: a bad one stops with one or two lines naming the field (exit 2).
 
 The run is jitted in chunks of `config.updates_per_chunk` updates (a host loop with a progress bar
 between them; the last chunk is shorter if the chunk size does not divide the number of updates,
 so exactly `num_updates = total_timesteps // (num_envs * num_steps)` updates run), vmapped over
 `config.num_seeds` seeds. Every `config.checkpoint_every` updates (and at the end) the whole runner
-state is saved with orbax, together with the config.
+state is saved with orbax, together with the config. "step N" in messages counts updates (the
+checkpoint's name); the progress bar and the learning curve count env steps (per seed).
 
-Resume: restarting with the same workdir compares the config with the one stored in the latest
-checkpoint. Identical: the run resumes and ends with exactly the parameters an uninterrupted run
-would have. Different: it stops, listing the differing fields; `--resume=force` continues anyway
-when only fields in `RESUMABLE_FIELDS` differ (the total steps, chunking, logging), any other
-change needs a new `--workdir`. Nothing in the workdir is rewritten by a run that did not run.
+Resume: restarting with the same workdir says "resuming from step N" and compares the config
+with the one stored in the latest checkpoint. Identical: the run resumes and ends with exactly the
+parameters an uninterrupted run would have. Different: it stops, listing the differing fields;
+`--resume=force` continues anyway when only fields in `RESUMABLE_FIELDS` differ (the total steps,
+chunking, logging), any other change needs a new `--workdir`. Nothing in the workdir is rewritten
+by a run that did not run. Ctrl-C saves the last finished chunk as a checkpoint and prints
+"interrupted at step N ...; rerun the same command to resume" (exit status 130).
 
 Metrics go to <workdir>/metrics.{jsonl,csv} and TensorBoard event files in <workdir> (every
-`config.log_every` updates; on resume the rows after the restored step are dropped first), and a
-learning curve to <workdir>/learning_curve.png.
+`config.log_every` updates, with the update `step` and `env_steps`; on resume the rows after the
+restored step are dropped first), and a learning curve (episode return against env steps) to
+<workdir>/learning_curve.png.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import sys
+import threading
 import time
 from typing import Any
 
@@ -37,16 +52,12 @@ from tqdm.auto import tqdm
 
 from jaxrl_suite import algos
 from jaxrl_suite.algos import on_policy
-from jaxrl_suite.core import checkpoint, cli, logging as mlog
+from jaxrl_suite.core import checkpoint, cli, logging as mlog, run_config
 from jaxrl_suite.envs import registry
 
-# Host-loop fields of a run config (besides the learner's): name -> what it means.
-HOST_FIELDS = {
-    "updates_per_chunk": "updates per jitted call (progress bar and metrics between calls)",
-    "checkpoint_every": "updates between checkpoints (a multiple of updates_per_chunk)",
-    "log_every": "metric rows every this many updates",
-    "max_to_keep": "checkpoints kept",
-}
+# Host-loop fields of a run config (besides the learner's): name -> what it means. Every
+# learner's default_config() holds them (core/run_config.py has the defaults).
+HOST_FIELDS = run_config.HOST_FIELDS
 # Fields that may differ from the checkpoint's config under --resume=force: they change how long
 # the run goes on and how it is chunked and logged, not what the restored state means.
 RESUMABLE_FIELDS = ("total_timesteps", "updates_per_chunk", "checkpoint_every", "log_every",
@@ -59,7 +70,8 @@ class ConfigMismatchError(cli.UserError):
 
 def config_help() -> str:
   """Every config field with its default, per algorithm, for `--help`."""
-  lines = ["ml_collections config file (path[:arg]); override fields with --config.FIELD=VALUE.",
+  lines = ["an ml_collections config file (path[:variant]); without it, the default config of "
+           "--algo. Override fields with --config.FIELD=VALUE.",
            "Config fields (defaults of the algorithms' default_config()):"]
   seen: dict[str, Any] = {}
   for name, mod in sorted(algos.ALGOS.items()):
@@ -85,26 +97,55 @@ def config_help() -> str:
   return "\n".join(lines)
 
 
-def _define_flags():
+def _define_flags(argv) -> Any:
   """CLI flags, defined only when run as a program: importing this module (tests, sweeps,
-  experiment scripts with their own --config flag) must not claim absl's global flag names."""
-  global _CONFIG, _WORKDIR, _RESUME
-  _CONFIG = config_flags.DEFINE_config_file("config", None, config_help())
-  _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints and metrics.")
+  experiment scripts with their own --config flag) must not claim absl's global flag names.
+
+  `--config=<file>` defines the config flag from that file; without it, from the default config
+  of `--algo` (read from argv before absl parses it, since the flag's fields depend on it), which
+  is returned so that unknown `--config.<field>` names can be refused before parsing.
+  """
+  global _CONFIG, _CONFIG_FILE, _ENV, _ALGO, _WORKDIR, _RESUME
+  names = sorted(algos.ALGOS)
+  algo = cli.config_arg(argv, "algo")
+  if algo is not None and algo not in algos.ALGOS:
+    raise cli.UserError(f"--algo={algo}: unknown algorithm; one of {', '.join(names)}")
+  _CONFIG_FILE = cli.config_arg(argv, "config")
+  default = None
+  if _CONFIG_FILE is not None:
+    _CONFIG = config_flags.DEFINE_config_file("config", None, config_help())
+  else:
+    default = algos.get(algo or "ppo").default_config()
+    # ml_collections applies --config.<field> overrides as the flag is defined: an unknown field
+    # would be a traceback there, so it is refused first.
+    cli.check_config_overrides(cli.normalize_number_overrides(argv), "config", default)
+    _CONFIG = config_flags.DEFINE_config_dict("config", default, config_help())
+  _ENV = flags.DEFINE_string(
+      "env", None, "the environment, a name of jaxrl_suite.envs.registry (sets config.env_name): "
+      + ", ".join(registry.registered_names()))
+  _ALGO = flags.DEFINE_enum("algo", None, names,
+                            "the learner whose default_config() is the config (default ppo); "
+                            "with --config, the file's algo")
+  _WORKDIR = flags.DEFINE_string(
+      "workdir", None, "Directory for checkpoints and metrics (default: workdirs/<algo>_<env>, "
+      "or workdirs/<config file name> with --config).")
   _RESUME = flags.DEFINE_enum(
       "resume", "auto", ["auto", "force"],
       "auto: resume a workdir only if its checkpoint has the same config; force: also resume "
       f"when only {', '.join(RESUMABLE_FIELDS)} differ")
   cli.define_debug_flag()
   flags.declare_key_flag("debug")   # listed by --help, not only --helpfull
+  return default
 
 
 def validate_run_config(config) -> None:
   """Validates the learner fields and the host-loop fields (chunking, checkpoints, logging).
 
-  Integral floats in integer fields (`total_timesteps=2e5` in a config file) become ints.
+  Integral floats in integer fields (`total_timesteps=2e5` in a config file) become ints;
+  absent host-loop fields get their defaults (core/run_config.py).
   """
   algos.get(config.get("algo", "ppo"))
+  run_config.add_host_defaults(config)   # a config built before the fields existed
   _integral_floats_to_int(config, ("num_envs", "num_steps", "total_timesteps", "update_epochs",
                                    "num_minibatches", "num_seeds", "seed", *HOST_FIELDS))
   if not registry.is_registered(config.env_name):
@@ -188,6 +229,27 @@ def _saved_config(ckpt: checkpoint.Checkpointer, step: int, workdir: str) -> dic
   return None
 
 
+@contextlib.contextmanager
+def _sigint_deferred():
+  """Ctrl-C inside the block is raised as KeyboardInterrupt when the block ends, not inside it.
+
+  Around the host loop's bookkeeping (metrics rows, the runner state and its step count, a
+  checkpoint save): an interrupt there would otherwise leave them out of step (a state of step
+  k + n saved as step k). Only the main thread can set signal handlers; elsewhere, no deferral.
+  """
+  if threading.current_thread() is not threading.main_thread():
+    yield
+    return
+  caught = []
+  previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+  try:
+    yield
+  finally:
+    signal.signal(signal.SIGINT, previous)
+  if caught:
+    raise KeyboardInterrupt
+
+
 def run_training(config, workdir: str, progress: bool = True, stop_after: int | None = None,
                  resume: str = "auto"):
   """Runs (or resumes) training. Returns (runner_state, number of updates done).
@@ -195,6 +257,10 @@ def run_training(config, workdir: str, progress: bool = True, stop_after: int | 
   `stop_after` ends the host loop after that many updates (used to test interruption);
   `resume` is "auto" or "force" (see the module docstring). Every check (config values, the
   workdir's stored config) runs before anything is compiled or written.
+
+  Raises:
+    cli.Interrupted: on Ctrl-C (KeyboardInterrupt), after saving the last finished update as a
+      checkpoint; its message says where a rerun resumes.
   """
   if resume not in ("auto", "force"):
     raise ValueError(f"resume must be 'auto' or 'force', got {resume!r}")
@@ -206,18 +272,20 @@ def run_training(config, workdir: str, progress: bool = True, stop_after: int | 
     ckpt = checkpoint.Checkpointer(ckpt_dir, int(config.max_to_keep))
     latest = ckpt.latest_step()
     if latest is not None:
-      saved = _saved_config(ckpt, latest, workdir)
-      if saved is not None:
-        try:
+      try:
+        saved = _saved_config(ckpt, latest, workdir)
+        if saved is not None:
           check_resume(saved, config, workdir, latest, resume)
-        except ConfigMismatchError:
-          ckpt.close()
-          raise
+      except (ConfigMismatchError, checkpoint.CheckpointError):
+        ckpt.close()
+        raise
   env, env_params = registry.make(config.env_name, **dict(config.get("env_kwargs", {})))
   learner = module.make_learner(config, env, env_params)
   total = int(learner.num_updates)
   if total <= 0:   # validate() refuses this; kept as a guard for learners with other rules
     raise ValueError(f"config.total_timesteps={config.total_timesteps} gives 0 updates")
+  # env steps per update, per seed: the x axis of the progress bar and the learning curve
+  per_update = int(learner.vec_env.num_envs) * int(config.num_steps)
   seeds = int(config.num_seeds)
   keys = jax.random.split(jax.random.key(int(config.seed)), seeds)
   init = jax.jit(jax.vmap(learner.init))
@@ -233,63 +301,134 @@ def run_training(config, workdir: str, progress: bool = True, stop_after: int | 
     ckpt = checkpoint.Checkpointer(ckpt_dir, int(config.max_to_keep))
   done = 0
   if latest is not None:
-    state = ckpt.restore(latest, like=state)
+    try:
+      state = ckpt.restore(latest, like=state)
+    except checkpoint.CheckpointError:
+      ckpt.close()
+      raise
     done = latest
   if done >= total:   # finished (possibly with a larger total before --resume=force)
     ckpt.close()
     print(f"{workdir} is already finished ({done} of {total} updates); nothing to do")
     return state, done
+  if latest is not None:
+    print(f"resuming from step {done} of {total} ({done * per_update:,} env steps per seed) in "
+          f"{workdir}", flush=True)
   os.makedirs(workdir, exist_ok=True)
   with open(os.path.join(workdir, "config.json"), "w") as f:
     json.dump(config.to_dict(), f, indent=1, default=str)
   writer = mlog.MetricWriter(workdir, stride=int(config.log_every), start_step=done,
                              tensorboard=True)
   chunk = int(config.updates_per_chunk)
-  bar = tqdm(total=total, initial=done, unit="upd", disable=not progress,
-             desc=f"{config.get('algo', 'ppo')} {config.env_name}")
-  t0, done0 = time.time(), done
+  name = f"{config.get('algo', 'ppo')} {config.env_name}"
+  bar = tqdm(total=total * per_update, initial=done * per_update, unit=" env steps",
+             unit_scale=True, disable=not progress, desc=name, dynamic_ncols=True)
+  t0, done0, saved_at = time.time(), done, latest
+  meta = lambda: {"config": config.to_dict(), "updates": done, "num_updates": total}
+  interrupted = False
   try:
     while done < total and (stop_after is None or done < stop_after):
       n = min(chunk, total - done)
-      state, metrics = run_chunk(state, n)
+      new_state, metrics = run_chunk(state, n)
       metrics = jax.tree.map(lambda x: np.swapaxes(np.asarray(x), 0, 1), metrics)  # [n, seeds]
-      writer.write_chunk(done, metrics)
-      done += n
-      if done % config.checkpoint_every == 0 or done == total:
-        writer.flush()
-        ckpt.save(done, state, metadata={"config": config.to_dict(), "updates": done,
-                                         "num_updates": total})
+      steps = (np.arange(done, done + n, dtype=np.float64) + 1) * per_update
+      metrics["env_steps"] = np.repeat(steps[:, None], seeds, axis=1)
+      with _sigint_deferred():
+        writer.write_chunk(done, metrics)
+        state, done = new_state, done + n
+        if done % config.checkpoint_every == 0 or done == total:
+          writer.flush()
+          ckpt.save(done, state, metadata=meta())
+          saved_at = done
       ret = np.nanmean(metrics["returned_episode_returns"][-1])
-      sps = ((done - done0) * learner.vec_env.num_envs * config.num_steps * seeds
-             / max(time.time() - t0, 1e-9))
-      bar.set_postfix(ret=f"{ret:.1f}", sps=f"{sps:.0f}")
-      bar.update(n)
+      sps = (done - done0) * per_update * seeds / max(time.time() - t0, 1e-9)
+      bar.set_postfix_str(f"step {done}/{total}, return {ret:.1f}, {sps:,.0f} env steps/s "
+                          "(all seeds)" if seeds > 1 else f"step {done}/{total}, return {ret:.1f}",
+                          refresh=False)
+      bar.update(n * per_update)
+  except KeyboardInterrupt:
+    interrupted = True
+    with _sigint_deferred():   # a second Ctrl-C must not cut this save short
+      if done > 0 and done != saved_at:
+        writer.flush()
+        ckpt.save(done, state, metadata=meta())
+        saved_at = done
   finally:
     bar.close()
     writer.close()
     ckpt.close()
+  if interrupted:
+    if saved_at is None:
+      raise cli.Interrupted("interrupted before the first update finished; nothing was saved "
+                            "(rerun the same command to start again)") from None
+    raise cli.Interrupted(
+        f"interrupted at step {saved_at} of {total} ({saved_at * per_update:,} env steps per "
+        f"seed, saved in {ckpt_dir}); rerun the same command to resume") from None
   if done >= total:
     # Marks a finished run for sweep launchers (local or XManager) so they do not re-run it.
     open(os.path.join(workdir, "DONE"), "w").close()
   if os.path.exists(writer.jsonl_path) and os.path.getsize(writer.jsonl_path):
-    mlog.plot_learning_curve(writer.jsonl_path, os.path.join(workdir, "learning_curve.png"),
-                             title=f"{config.get('algo', 'ppo')} on {config.env_name}")
+    seeds_note = f", mean of {seeds} seeds" if seeds > 1 else ""
+    mlog.plot_learning_curve(
+        writer.jsonl_path, os.path.join(workdir, "learning_curve.png"),
+        title=f"{config.get('algo', 'ppo')} on {config.env_name}", x_key="env_steps",
+        xlabel="env steps (per seed)",
+        ylabel=f"episode return{seeds_note}\n(returned_episode_returns)")
   return state, done
+
+
+def _check_env(name: str) -> None:
+  if registry.is_registered(name):
+    return
+  import difflib
+  valid = registry.registered_names()
+  near = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
+  hint = f"; did you mean {near[0]}?" if near else ""
+  raise cli.UserError(f"--env={name}: not a registered environment{hint}\n"
+                      f"valid names: {', '.join(valid)}")
 
 
 def main(argv):
   if len(argv) > 1:
     raise cli.UserError(f"unexpected arguments {argv[1:]}; flags are --name=value")
   absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every file at INFO
-  if _CONFIG.value is None:
-    raise cli.UserError("--config is required, e.g. --config=configs/ppo_cartpole.py")
-  workdir = _WORKDIR.value or os.path.join("workdirs", os.path.splitext(
-      os.path.basename(flags.FLAGS["config"].config_filename))[0])
-  _, done = run_training(_CONFIG.value, workdir, resume=_RESUME.value)
+  config = _CONFIG.value
+  if _CONFIG_FILE is None:
+    algo = _ALGO.value or "ppo"
+    if config.get("algo", algo) != algo:
+      raise cli.UserError(f"--config.algo={config.algo}: choose the algorithm with "
+                          f"--algo={config.algo} (it picks that algorithm's default config)")
+    if _ENV.value is None:
+      raise cli.UserError("--env is required (a registered environment, e.g. --env=CartPole-v1; "
+                          "--help lists them), or give a config file with --config=<file>")
+  elif _ALGO.value is not None and config.get("algo", "ppo") != _ALGO.value:
+    raise cli.UserError(f"--algo={_ALGO.value} differs from the algo of --config={_CONFIG_FILE} "
+                        f"({config.get('algo', 'ppo')!r}): drop --algo, or drop --config to "
+                        f"train with {_ALGO.value}'s default config")
+  if _ENV.value is not None:
+    _check_env(_ENV.value)
+    config.env_name = _ENV.value
+  if _WORKDIR.value:
+    workdir = _WORKDIR.value
+  elif _CONFIG_FILE is not None:
+    workdir = os.path.join("workdirs", os.path.splitext(
+        os.path.basename(flags.FLAGS["config"].config_filename))[0])
+  else:
+    workdir = os.path.join("workdirs", f"{config.get('algo', 'ppo')}_{config.env_name}")
+  _, done = run_training(config, workdir, resume=_RESUME.value)
   print(f"finished {done} updates; metrics in {workdir}/metrics.jsonl, "
         f"curve in {workdir}/learning_curve.png")
 
 
+def _entry(argv=None) -> None:
+  argv = list(sys.argv if argv is None else argv)
+  cli.define_debug_flag()
+  try:
+    default = _define_flags(argv)
+  except cli.UserError as e:
+    cli.fail(cli.short_message(e))
+  cli.run(main, argv, config=default)
+
+
 if __name__ == "__main__":
-  _define_flags()
-  cli.run(main)
+  _entry()

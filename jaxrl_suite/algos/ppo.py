@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import ml_collections
 
 from jaxrl_suite.algos import on_policy
-from jaxrl_suite.core import losses
+from jaxrl_suite.core import losses, run_config
 from jaxrl_suite.algos.agent import Eval
 
 
@@ -25,7 +25,7 @@ def default_config() -> ml_collections.ConfigDict:
   config.update_epochs = 4
   config.num_minibatches = 4
   config.clip_eps = 0.2
-  return config
+  return run_config.add_host_defaults(config)   # chunks, checkpoints, logging
 
 
 def ppo_loss(ev: Eval, batch: on_policy.Batch, config):

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import ml_collections
 
 from jaxrl_suite.algos import on_policy
-from jaxrl_suite.core import losses
+from jaxrl_suite.core import losses, run_config
 from jaxrl_suite.algos.agent import Eval
 
 
@@ -23,7 +23,7 @@ def default_config() -> ml_collections.ConfigDict:
   config.lr = 1e-3
   config.update_epochs = 1
   config.num_minibatches = 1
-  return config
+  return run_config.add_host_defaults(config)   # chunks, checkpoints, logging
 
 
 def reinforce_loss(ev: Eval, batch: on_policy.Batch, config):

@@ -6,13 +6,19 @@ Three things a user of a config-driven CLI expects, in one place:
   (`normalize_number_overrides`); ml_collections would reject it.
 * an unknown field (`--config.learning_rate`) is refused before anything runs, with the nearest
   valid name and the list of fields (`check_config_overrides`).
+* a config file's variant (`--config=configs/ppo_cartpole.py:quick`) must be one its
+  `get_config` knows: `:quik` is refused naming the valid ones (`config_variants`), where
+  ml_collections would silently run the default config.
 * user errors (a bad value, an unreadable file, a checkpoint that does not match) are printed as
   one or two lines naming the field or file and what to do, with exit status 2, instead of a
   traceback (`run`); `--debug` keeps the traceback.
+* Ctrl-C is one line (the `Interrupted` message, e.g. where to resume from) and exit status 130
+  (128 + SIGINT, what a shell reports for a process killed by Ctrl-C), not a traceback.
 """
 
 from __future__ import annotations
 
+import ast
 import difflib
 import importlib.util
 import os
@@ -23,12 +29,18 @@ from typing import Any, Callable, Iterable, Sequence
 from absl import app, flags
 
 USAGE_EXIT = 2   # the conventional status of a command-line usage error (argparse, getopt)
+INTERRUPT_EXIT = 130   # 128 + SIGINT: what shells report for a process stopped by Ctrl-C
 
 _FLOAT_INT = re.compile(r"^[+-]?\d+(\.\d*)?[eE][+]?\d+$|^[+-]?\d+\.0*$")
 
 
 class UserError(Exception):
   """An error in what the user supplied (config, files, workdir); the message says what to do."""
+
+
+class Interrupted(KeyboardInterrupt):
+  """Ctrl-C, caught where the program knows what was kept; the message says how to go on
+  (`run` prints it as one line and exits with status 130)."""
 
 
 def user_error_types() -> tuple[type[BaseException], ...]:
@@ -90,7 +102,8 @@ def normalize_number_overrides(argv: Sequence[str], prefix: str = "--config.") -
   return out
 
 
-def _config_arg(argv: Sequence[str], name: str) -> str | None:
+def config_arg(argv: Sequence[str], name: str = "config") -> str | None:
+  """The value of `--<name>=v` or `--<name> v` in argv (None if absent)."""
   for i, a in enumerate(argv):
     if a.startswith(f"--{name}="):
       return a.split("=", 1)[1]
@@ -99,11 +112,73 @@ def _config_arg(argv: Sequence[str], name: str) -> str | None:
   return None
 
 
+def config_variants(path: str) -> list[str] | None:
+  """The variants (`path:<variant>`) a config file's `get_config(arg)` tells apart, read from
+  its source: the strings `arg` is compared with (`arg == "quick"`, `arg in ("a", "b")`).
+
+  None when that cannot be known (no `get_config`, or `arg` is used otherwise, e.g. passed on
+  or parsed): then any variant is accepted, as ml_collections does.
+  """
+  try:
+    with open(path, encoding="utf-8") as f:
+      tree = ast.parse(f.read(), filename=path)
+  except (OSError, SyntaxError, ValueError):
+    return None
+  fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_config"),
+            None)
+  if fn is None:
+    return None
+  params = fn.args.posonlyargs + fn.args.args
+  if not params:
+    return []
+  name = params[0].arg
+  found: set[str] = set()
+  compared: set[int] = set()   # ids of the Name nodes read inside a comparison we understand
+  for node in ast.walk(fn):
+    if not (isinstance(node, ast.Compare) and len(node.ops) == 1):
+      continue
+    left, op, right = node.left, node.ops[0], node.comparators[0]
+    if isinstance(right, ast.Name) and right.id == name and isinstance(op, (ast.Eq, ast.NotEq)):
+      left, right = right, left
+    if not (isinstance(left, ast.Name) and left.id == name):
+      continue
+    if isinstance(op, (ast.Eq, ast.NotEq)) and isinstance(right, ast.Constant):
+      values = [right.value]
+    elif isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+      values = [e.value for e in right.elts if isinstance(e, ast.Constant)]
+      if len(values) != len(right.elts):
+        return None
+    elif isinstance(op, (ast.Is, ast.IsNot)) and isinstance(right, ast.Constant):
+      values = []   # `arg is None`: the default, not a variant
+    else:
+      return None
+    found.update(v for v in values if isinstance(v, str))
+    compared.add(id(left))
+  for node in ast.walk(fn):
+    if isinstance(node, ast.Name) and node.id == name and id(node) not in compared:
+      return None   # read some other way (passed on, parsed, truth-tested): unknown variants
+  return sorted(found)
+
+
+def check_config_variant(spec: str, flag: str = "config") -> None:
+  """Raises UserError if `spec` = `path:variant` names a variant its file does not know."""
+  path, sep, arg = spec.partition(":")
+  if not sep or not os.path.isfile(path):
+    return
+  known = config_variants(path)
+  if known is None or arg in known:
+    return
+  valid = (f"valid variants: {', '.join(known)} (or none: --{flag}={path})" if known else
+           f"it has no variants: use --{flag}={path}")
+  raise UserError(f"--{flag}={spec}: unknown config variant {arg!r}; {valid}")
+
+
 def load_config_file(spec: str):
   """Loads `path[:arg]` the way ml_collections' config_flags does: `get_config(arg)`."""
   path, _, arg = spec.partition(":")
   if not os.path.isfile(path):
     raise UserError(f"--config={spec}: no config file {path!r}")
+  check_config_variant(spec)
   modspec = importlib.util.spec_from_file_location("_jaxrl_user_config", path)
   module = importlib.util.module_from_spec(modspec)
   try:
@@ -146,22 +221,26 @@ def unknown_field_message(field: str, known: Iterable[str], flag: str = "config"
           f"fields: {', '.join(top)}{nested}; see --help")
 
 
-def check_config_overrides(argv: Sequence[str], flag: str = "config") -> None:
-  """Raises UserError if an `--<flag>.a.b=...` names no field of the config file's config.
+def check_config_overrides(argv: Sequence[str], flag: str = "config", config=None) -> None:
+  """Raises UserError if an `--<flag>.a.b=...` names no field of the config file's config (or
+  of `config`, a flag defined by a ConfigDict rather than a file), or if the file's variant
+  (`path:variant`) is unknown.
 
   Runs before absl parses the flags (whose error for an unknown field is a traceback).
   """
-  spec = _config_arg(argv, flag)
+  spec = config_arg(argv, flag)
   overrides = [a[len(flag) + 3:].split("=", 1)[0] for a in argv
                if a.startswith(f"--{flag}.")]
-  if spec is None:
+  if spec is None and config is None:
     return
-  path = spec.partition(":")[0]
-  if not os.path.isfile(path):
-    raise UserError(f"--{flag}={spec}: no config file {path!r} (relative to {os.getcwd()})")
+  if spec is not None:
+    path = spec.partition(":")[0]
+    if not os.path.isfile(path):
+      raise UserError(f"--{flag}={spec}: no config file {path!r} (relative to {os.getcwd()})")
+    check_config_variant(spec, flag)
   if not overrides:
     return
-  known = set(field_names(load_config_file(spec)))
+  known = set(field_names(config if spec is None else load_config_file(spec)))
   for field in overrides:
     if field not in known:
       raise UserError(unknown_field_message(field, known, flag))
@@ -196,7 +275,7 @@ def install_override_error_hook(flag: str = "config") -> None:
       default = _config_default(flag) or next(
           (f.f_locals.get("default") for f in frames if f.f_code.co_name == "DEFINE_config_file"
            and isinstance(f.f_locals.get("default"), str)), None)
-      if _config_arg(argv, flag) is None and default:
+      if config_arg(argv, flag) is None and default:
         argv.append(f"--{flag}={default}")
       try:
         check_config_overrides(argv, flag)
@@ -213,12 +292,14 @@ def install_override_error_hook(flag: str = "config") -> None:
 # ------------------------------------------------------------------------------ entry point
 
 def run(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,
-        config_flag: str | None = "config") -> None:
+        config_flag: str | None = "config", config=None) -> None:
   """`absl.app.run(main)` with user errors as short messages (exit 2) and `--debug`.
 
   Before absl parses the command line: integral `--config.x=2e5` values become ints and
-  unknown `--config.*` fields are refused. A flag parsing error (a value of the wrong type)
-  is one line with exit status 2 too.
+  unknown `--config.*` fields (of the config file, or of `config` for a flag defined by a
+  ConfigDict) and unknown variants are refused. A flag parsing error (a value of the wrong
+  type) is one line with exit status 2 too. Ctrl-C while `main` runs is one line on stderr
+  (an `Interrupted`'s message, else "interrupted") and exit status 130.
   """
   define_debug_flag()
   argv = list(sys.argv if argv is None else argv)
@@ -226,7 +307,7 @@ def run(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,
   if config_flag:
     argv = normalize_number_overrides(argv, f"--{config_flag}.")
     try:
-      check_config_overrides(argv, config_flag)
+      check_config_overrides(argv, config_flag, config)
     except UserError as e:
       if debug:
         raise
@@ -251,5 +332,11 @@ def run(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,
       if _debug_requested(args):
         raise
       fail(short_message(e))
+    except KeyboardInterrupt as e:
+      if _debug_requested(args):
+        raise
+      sys.stdout.flush()
+      print(short_message(e) if isinstance(e, Interrupted) else "interrupted", file=sys.stderr)
+      sys.exit(INTERRUPT_EXIT)
 
   app.run(wrapped, argv=argv, flags_parser=parser)

@@ -158,18 +158,30 @@ def read_jsonl(path: str) -> list[dict]:
 
 def plot_learning_curve(jsonl_path: str, png_path: str,
                         keys: Sequence[str] = ("returned_episode_returns",),
-                        title: str = "") -> str:
-  """Plots metrics against update step from a metrics.jsonl; returns the PNG path."""
+                        title: str = "", x_key: str = "step", xlabel: str | None = None,
+                        ylabel: str | None = None) -> str:
+  """Plots metrics against `x_key` (a column of the rows: "step" = update, or "env_steps")
+  from a metrics.jsonl; returns the PNG path.
+
+  Rows without `x_key` (written before the column existed) fall back to "step". Axis labels
+  default to the column names: the x column, and the metric when one is plotted ("value" for
+  several, told apart by the legend).
+  """
   plt = plotting.pyplot()
   rows = read_jsonl(jsonl_path)
+  if any(r.get(x_key) is None for r in rows):
+    x_key = "step"
   fig, ax = plt.subplots(figsize=(6, 3.5))
   for k in keys:
-    pts = [(r["step"], r[k]) for r in rows if r.get(k) is not None]
+    pts = [(r[x_key], r[k]) for r in rows if r.get(k) is not None]
     if pts:
       xs, ys = zip(*pts)
       ax.plot(xs, ys, label=k)
-  ax.set_xlabel("update")
+  ax.set_xlabel(xlabel if xlabel and x_key != "step" else
+                {"step": "update", "env_steps": "env steps"}.get(x_key, x_key))
+  ax.set_ylabel(ylabel or (keys[0] if len(keys) == 1 else "value"))
   ax.set_title(title)
-  ax.legend()
+  if len(keys) > 1:
+    ax.legend()
   plotting.save_figure(fig, png_path, dpi=100)
   return png_path
