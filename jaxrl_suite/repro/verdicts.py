@@ -129,6 +129,13 @@ def _underpowered(claim: Claim, iv: Interval, half_width: float | None, what: st
           f"{iv.half_width:.3g}); the CI straddles {what}")
 
 
+def _show(claim: Claim, d: float) -> str:
+  """A threshold on d, in the paper's units too when the claim is about a ratio."""
+  if claim.scale == "log_ratio":
+    return f"{claim.from_d(d):.4g}x (d {d:.3g})"
+  return f"{d:.3g}"
+
+
 def _table(claim: Claim, iv: Interval) -> Verdict:
   """The verdict table (module doc) on the oriented CI, without the fair-chance rule."""
   e, lo, hi = effect_interval(claim, iv)
@@ -140,14 +147,17 @@ def _table(claim: Claim, iv: Interval) -> Verdict:
   if kind == "superiority" and claim.size is not None:
     c = claim.to_d(claim.size)
     if lo > 0 and hi >= c:
-      return Verdict(REPRODUCED, f"{ci}: above 0 and the claimed size {c:.3g} is not excluded")
+      return Verdict(REPRODUCED,
+                     f"{ci}: above 0 and the claimed size {_show(claim, c)} is not excluded")
     if lo > 0:
-      return Verdict(PARTLY_REPRODUCED, f"{ci}: a real effect, smaller than the claimed {c:.3g}")
+      return Verdict(PARTLY_REPRODUCED,
+                     f"{ci}: a real effect, smaller than the claimed {_show(claim, c)}")
     if hi < 0:
       return Verdict(CONTRADICTED, f"{ci}: the effect points the other way")
     if hi < c:
-      return Verdict(NOT_REPRODUCED, f"{ci}: no effect shown, the claimed size {c:.3g} excluded")
-    return Verdict(INCONCLUSIVE, _underpowered(claim, iv, c / 2, f"0 and {c:.3g}"))
+      return Verdict(NOT_REPRODUCED,
+                     f"{ci}: no effect shown, the claimed size {_show(claim, c)} excluded")
+    return Verdict(INCONCLUSIVE, _underpowered(claim, iv, c / 2, f"0 and {_show(claim, c)}"))
   if kind == "superiority":
     if lo > 0:
       return Verdict(REPRODUCED, f"{ci}: above 0")
@@ -157,7 +167,7 @@ def _table(claim: Claim, iv: Interval) -> Verdict:
       m = claim.band_d(claim.min_effect)
       if lo <= 0 < hi < m:
         return Verdict(NOT_REPRODUCED, f"{ci}: no effect shown, every effect that matters "
-                                       f"(>= {m:.3g}) excluded")
+                                       f"(>= {_show(claim, m)}) excluded")
       return Verdict(INCONCLUSIVE, _underpowered(claim, iv, m / 2, f"0 and {m:.3g}"))
     return Verdict(INCONCLUSIVE, _underpowered(claim, iv, abs(e), "0") +
                    " (no smallest effect that matters registered: min_effect)")
