@@ -382,7 +382,8 @@ def run_all(stages: Sequence[Stage], quick: bool, results_dir: str | None = None
   before = _snapshot(PROTECTED_DIR) if protect else {}
   last = load_timings(log_dir, quick)
   source = "last run's timings"
-  if not last and quick:   # a fresh clone: the shipped estimates order the stages and give an ETA
+  if not last and quick and all(st.name in QUICK_SECONDS for st in stages):
+    # a fresh clone: the shipped estimates order the stages and give the first ETA
     last, source = dict(QUICK_SECONDS), "shipped estimates"
   order = _schedule(stages, last, jobs)
   n = len(stages)
@@ -412,7 +413,7 @@ def run_all(stages: Sequence[Stage], quick: bool, results_dir: str | None = None
     return f"ETA {_fmt_s(left / jobs)} ({source})"
 
   def report(res: StageResult) -> None:
-    k = len(done)
+    k = len(reported)
     say(f"[{res.status}] {res.name} ({res.wall_s:.0f} s) {res.note}"
         + (f"  [{k}/{n} done, {_fmt_s(time.time() - t_start)} elapsed]" if progress else ""))
     if res.status == "failed" and res.log:
@@ -448,6 +449,8 @@ def run_all(stages: Sequence[Stage], quick: bool, results_dir: str | None = None
       if progress and not stream and running and time.time() >= next_beat:
         next_beat = time.time() + heartbeat_s
         for name, (_, t0) in running.items():
+          if time.time() - t0 < heartbeat_s / 2:    # just started: its log says nothing yet
+            continue
           was = f"/{_fmt_s(last[name])} last run" if name in last else ""
           log = os.path.join(log_dir, f"{name}.log")
           say(f"  ... {name}: {_fmt_s(time.time() - t0)}{was}: {_last_line(log)}")
@@ -471,6 +474,7 @@ def run_all(stages: Sequence[Stage], quick: bool, results_dir: str | None = None
   results = [done[s.name] for s in stages if s.name in done]
   for r in results:        # skipped stages (no module) were not reported in the loop
     if r.name not in reported:
+      reported.add(r.name)
       report(r)
   save_timings(log_dir, quick, results)
   return results
