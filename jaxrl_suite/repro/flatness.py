@@ -65,7 +65,8 @@ def last_doubling(scores, budgets: Sequence[float], delta: float, scale: str = "
 
   scores: [K, S] (budget, seed) or [K, S, W] (budget, seed, validation window), K >= 2;
   budgets: K increasing budgets, each twice the one before (the rule is about doublings);
-  delta: the registered threshold on the gain scale (e.g. half the claim's margin on d).
+  delta: the registered threshold on the gain's scale (e.g. half the claim's margin on d);
+  scale / better: how a gain is measured and which way is better (as for claims).
   """
   y = np.asarray(scores, np.float64)
   b = [float(v) for v in budgets]

@@ -73,28 +73,32 @@ def claim_record(claim: Claim, a, b=None, *, method: str | None = None,
     if claim.flat_delta is None:
       raise ValueError(f"claim {claim.id!r}: a budget sweep needs the claim's flat_delta "
                        "(register fair_chance=True, flat_delta=...)")
-    fair = {"scores": _iv._listify(sweep["scores"]), "budgets": [float(x) for x in
-                                                                 sweep["budgets"]],
-            "delta": float(claim.flat_delta), "scale": claim.scale, "better": claim.better}
+    # The gain is on the claim's scale unless the sweep says otherwise (e.g. returns that can
+    # be negative have no log-ratio); flat_delta is on the gain's scale.
+    fair = {"scores": _iv._listify(sweep["scores"]),
+            "budgets": [float(x) for x in sweep["budgets"]], "delta": float(claim.flat_delta),
+            "scale": sweep.get("scale", claim.scale), "better": sweep.get("better", claim.better)}
     flat = _flatness.from_record(fair)
     fair["result"] = flat.to_dict()
   verdict = _v.judge(claim, iv, fair_chance=flat, selection=sels or None,
                      cannot_express=cannot_express)
-  lo, hi = _paper_ci(claim, iv)
   repro = {"layer_version": LAYER_VERSION, "rule": claim.to_dict(), "samples": samples,
            "interval": {"method": method, "params": dict(params), "result": iv.to_dict()},
            "selection": [s.to_dict() for s in sels], "fair_chance": fair,
            "cannot_express": cannot_express, "verdict": verdict.to_dict()}
   return {"claim": claim.text, "paper": claim.paper, "ours": fmt_interval(iv),
-          "ci95": [lo, hi], "verdict": verdict.word, "detail": verdict.reason, "repro": repro}
+          "ci95": _paper_ci(claim, iv), "verdict": verdict.word, "detail": verdict.reason, "repro": repro}
 
 
-def _paper_ci(claim: Claim, iv: _iv.Interval) -> tuple[Any, Any]:
-  """The CI in the paper's units (a ratio for log-ratio intervals), JSON-safe."""
+def _paper_ci(claim: Claim, iv: _iv.Interval) -> list[float] | None:
+  """The CI in the paper's units (a ratio for log-ratio intervals); None when unbounded (the
+  legacy "ci95" field holds finite numbers or null)."""
   lo, hi = iv.lo, iv.hi
   if iv.scale == "log_ratio":
     lo, hi = _iv._exp(lo), _iv._exp(hi)
-  return _iv._json_float(float(lo)), _iv._json_float(float(hi))
+  if not (math.isfinite(lo) and math.isfinite(hi)):
+    return None
+  return [float(lo), float(hi)]
 
 
 def _as_list(selection) -> list[Selection]:
@@ -210,6 +214,10 @@ def reanalyse(results_dir: str) -> Report:
       continue
     rep.files += 1
     for i, row in enumerate(record["claims"]):
+      if not isinstance(row, Mapping):
+        rep.mismatches.append((name, f"claims[{i}]", repr(row)[:40], "(none)",
+                               "a claim row must be a JSON object"))
+        continue
       label = str(row.get("claim", f"claims[{i}]"))[:80]
       if not on_layer(row):
         rep.legacy.append((name, label))

@@ -117,11 +117,11 @@ def units_needed(sd: float, half_width: float, confidence: float = 0.95,
 def _underpowered(claim: Claim, iv: Interval, half_width: float | None, what: str) -> str:
   """The "underpowered" reason: how many units would give the half-width that decides."""
   unit = claim.unit.split(" x ")[0]
-  if iv.n_units < 2 or iv.sd is None or not math.isfinite(iv.hi - iv.lo):
+  if iv.n_units < 2 or not math.isfinite(iv.hi - iv.lo):
     return (f"{UNDERPOWERED}: {iv.n_units} {unit}(s) give no finite interval; at least 3 "
             f"{unit}s are needed")
-  if half_width is None or half_width <= 0:
-    return f"{UNDERPOWERED}: the CI straddles {what}"
+  if iv.sd is None or half_width is None or half_width <= 0:
+    return f"{UNDERPOWERED}: the CI straddles {what} (no sample-size estimate for this interval)"
   n = units_needed(iv.sd, half_width, iv.confidence)
   need = f"about {n}" if n else "more than 100000"
   return (f"{UNDERPOWERED}: {need} {unit}s needed at the observed SD {iv.sd:.3g} for a "
@@ -216,6 +216,8 @@ def judge(claim: Claim, interval: Interval, fair_chance=None, selection=None,
   selection: a `selection.Selection` (or a list of them); a failed one -> inconclusive.
   cannot_express: why the testbed cannot express the claim -> inconclusive.
   """
+  if claim.kind == "descriptive":
+    return _table(claim, interval)
   if cannot_express:
     return Verdict(INCONCLUSIVE, f"{CANNOT_EXPRESS} ({cannot_express})")
   sels = [] if selection is None else (selection if isinstance(selection, (list, tuple))
@@ -225,7 +227,11 @@ def judge(claim: Claim, interval: Interval, fair_chance=None, selection=None,
     return Verdict(INCONCLUSIVE, f"{SELECTION_FAILED} (" +
                    "; ".join(f"{s.what}: {s.reason}" for s in failed) + ")")
   v = _table(claim, interval)
-  if claim.kind == "descriptive" or v.word not in NEGATIVE:
+  if v.word == PARTLY_REPRODUCED and fair_chance is not None and not fair_chance.fair:
+    # Real but smaller than claimed while RL was still improving: the size may be understated.
+    return Verdict(v.word, f"{v.reason}; RL's budget sweep is {fair_chance.state}, so the size "
+                           f"may be understated: {fair_chance.reason}", v.label)
+  if v.word not in NEGATIVE:
     return v
   if fair_chance is None:
     if claim.fair_chance:

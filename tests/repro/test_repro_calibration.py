@@ -90,6 +90,15 @@ def test_a_t_over_seed_means_ignores_the_window_factor_and_under_covers():
   assert _covers(lo, hi, 0.0) < 0.75
 
 
+def test_the_simulated_percentile_bootstrap_is_core_stats_bootstrap_ci():
+  """The vectorised bootstrap below draws exactly what core.stats.bootstrap_ci draws."""
+  from jaxrl_suite.core.stats import bootstrap_ci
+  x = np.array([0.3, -1.2, 0.8, 0.1])
+  idx = np.random.default_rng(0).integers(0, 4, (2000, 4))
+  lo, hi = np.quantile(x[idx].mean(-1), [0.025, 0.975])
+  assert bootstrap_ci(x)[1:] == pytest.approx((lo, hi))
+
+
 def test_old_percentile_bootstrap_under_covers_at_four_seeds():
   """The percentile bootstrap that core.stats.bootstrap_ci computes covers ~0.79 at n = 4: its
   spread is the plug-in SD (biased low by sqrt(3/4)) with normal tails, not t_3 tails."""

@@ -157,3 +157,13 @@ def test_claim_record_needs_flat_delta_for_a_sweep():
   with pytest.raises(ValueError, match="flat_delta"):
     records.claim_record(c, [1.0, 2.0], [0.5, 0.5], sweep={"scores": [[1.0], [1.0]],
                                                              "budgets": [1, 2]})
+
+
+def test_an_unbounded_interval_stores_a_null_ci95_and_still_rejudges():
+  c = Claim(id="x", text="t", paper="p", statistic="s", unit="seed", kind="superiority",
+            size=1.5, scale="log_ratio", why="w")
+  row = records.claim_record(c, [2.0, 3.0, 1.0], [1.0, 0.1, -0.2], method="fieller")
+  assert row["ci95"] is None and row["verdict"] == vd.INCONCLUSIVE
+  back = json.loads(json.dumps(row))
+  assert records.check_row(back) is None
+  assert "inf" in results.verdict_table([back])

@@ -170,3 +170,16 @@ def test_verdict_vocabulary_is_the_core_one_plus_descriptive():
     vd.Verdict(vd.INCONCLUSIVE, "")
   with pytest.raises(ValueError, match="not one of"):
     vd.Verdict("roughly reproduced", "typed by hand")
+
+
+def test_partly_reproduced_under_a_rising_sweep_says_the_size_may_be_understated():
+  claim = _claim(kind="superiority", size=0.5, fair_chance=True, flat_delta=0.05)
+  v = vd.judge(claim, _iv(0.1, 0.3), fair_chance=_sweep([0.3, 0.32, 0.31, 0.29]))
+  assert v.word == vd.PARTLY_REPRODUCED and "understated" in v.reason
+
+
+def test_aggregate_intervals_without_a_per_unit_sd_still_get_a_reason():
+  iv = Interval(0.5, 0.3, 0.9, "iqm_stratified", 20, sd=None)
+  v = vd.judge(SIZE, Interval(0.3, -0.1, 0.7, "iqm_stratified", 20, sd=None))
+  assert v.word == vd.INCONCLUSIVE and "no sample-size estimate" in v.reason
+  assert vd.judge(SIZE, iv).word == vd.REPRODUCED
