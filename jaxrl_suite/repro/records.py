@@ -87,7 +87,8 @@ def claim_record(claim: Claim, a, b=None, *, method: str | None = None,
            "selection": [s.to_dict() for s in sels], "fair_chance": fair,
            "cannot_express": cannot_express, "verdict": verdict.to_dict()}
   return {"claim": claim.text, "paper": claim.paper, "ours": fmt_interval(iv),
-          "ci95": _paper_ci(claim, iv), "verdict": verdict.word, "detail": verdict.reason, "repro": repro}
+          "ci95": _paper_ci(claim, iv), "verdict": verdict.word, "detail": verdict.reason,
+          "repro": repro}
 
 
 def _paper_ci(claim: Claim, iv: _iv.Interval) -> list[float] | None:
