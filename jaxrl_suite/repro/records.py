@@ -65,6 +65,9 @@ def claim_record(claim: Claim, a, b=None, *, method: str | None = None,
     samples = {"x": _iv._listify(a)} if b is None else {"a": _iv._listify(a),
                                                          "b": _iv._listify(b)}
     params = dict(params or {})
+    if claim.unit == "seed x episode":
+      params.setdefault("average_episodes", True)
+    check_method(claim, method, params)
     iv = _iv.compute(method, samples, params)
   sels = _as_list(selection)
   fair = None
@@ -89,6 +92,27 @@ def claim_record(claim: Claim, a, b=None, *, method: str | None = None,
   return {"claim": claim.text, "paper": claim.paper, "ours": fmt_interval(iv),
           "ci95": _paper_ci(claim, iv), "verdict": verdict.word, "detail": verdict.reason,
           "repro": repro}
+
+
+# Which interval methods treat each unit of replication as the claim registers it.
+_METHODS_FOR_UNIT = {
+    "seed": ("t_mean", "paired_difference", "log_ratio", "fieller", "bca"),
+    "seed x episode": ("t_mean", "paired_difference", "log_ratio", "fieller", "bca"),
+    "seed x window": ("crossed", "two_way_bootstrap"),
+}
+
+
+def check_method(claim: Claim, method: str, params: Mapping[str, Any]):
+  """Raises ValueError when `method` does not match the claim's unit: seeds x windows need a
+  crossed interval (a t over the S W cells treats windows and seeds as independent units);
+  per-episode samples must be averaged per seed first."""
+  allowed = _METHODS_FOR_UNIT[claim.unit]
+  if method not in allowed:
+    raise ValueError(f"claim {claim.id!r}: unit {claim.unit!r} needs an interval method in "
+                     f"{allowed}, got {method!r}")
+  if claim.unit == "seed x episode" and not params.get("average_episodes"):
+    raise ValueError(f"claim {claim.id!r}: unit 'seed x episode' needs params "
+                     "average_episodes=True (episodes are averaged per seed first)")
 
 
 def _paper_ci(claim: Claim, iv: _iv.Interval) -> list[float] | None:
@@ -122,6 +146,7 @@ def recompute(row: Mapping[str, Any]) -> tuple[_v.Verdict, _iv.Interval]:
     if field not in r:
       raise ValueError(f"claim row's repro block lacks {field!r}")
   claim = Claim.from_dict(r["rule"])
+  check_method(claim, r["interval"]["method"], r["interval"].get("params", {}))
   iv = _iv.compute(r["interval"]["method"], r["samples"], r["interval"].get("params", {}))
   flat = _flatness.from_record(r["fair_chance"]) if r.get("fair_chance") else None
   sels = []

@@ -167,3 +167,16 @@ def test_an_unbounded_interval_stores_a_null_ci95_and_still_rejudges():
   back = json.loads(json.dumps(row))
   assert records.check_row(back) is None
   assert "inf" in results.verdict_table([back])
+
+
+def test_the_method_must_match_the_unit():
+  c = Claim(id="x", text="t", paper="p", statistic="s", unit="seed x window",
+            kind="superiority")
+  cells = np.arange(32.0).reshape(4, 8)
+  with pytest.raises(ValueError, match="crossed"):
+    records.claim_record(c, cells.ravel(), method="t_mean")   # 32 cells as if independent
+  row = records.claim_record(c, cells - 10.0)
+  forged = copy.deepcopy(row)
+  forged["repro"]["interval"]["method"] = "t_mean"
+  forged["repro"]["samples"] = {"x": list(np.ravel(row["repro"]["samples"]["x"]))}
+  assert "needs an interval method" in records.check_row(forged)
