@@ -188,6 +188,9 @@ def _table(claim: Claim, iv: Interval) -> Verdict:
   if kind == "target":
     band_lo, band_hi = claim.target_band_d()
     band = f"[{band_lo:.3g}, {band_hi:.3g}]"
+    if claim.scale == "log_ratio":
+      t = claim.tolerance
+      band = f"[{claim.size / (1 + t):.4g}x, {claim.size * (1 + t):.4g}x] (d {band})"
     if band_lo <= lo and hi <= band_hi:
       return Verdict(REPRODUCED, f"{ci}: inside the target band {band}")
     if lo > band_hi:
