@@ -17,8 +17,8 @@ import optax
 from flax import struct
 from gymnax.environments import environment, spaces
 
+from jaxrl_suite.agents.interface import Agent, Eval, Step, no_carry
 from jaxrl_suite.algos import ppo
-from jaxrl_suite.algos.agent import Agent, Eval, Step, no_carry
 
 
 @struct.dataclass

@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxrl_suite.agents.interface import Eval
 from jaxrl_suite.algos import on_policy, ppo, reinforce, rollout
-from jaxrl_suite.algos.agent import Eval
 from jaxrl_suite.envs import registry
 
 OPTIMUM = 2 * 2.0   # team return: 2 live agents x meet_reward
