@@ -13,7 +13,10 @@ dependency, and an import cycle hidden behind one is still a cycle) and under
   3. configs/ imports no experiments module (a config is data; experiment code imports configs,
      never the reverse).
 
-The graph is built with `ast` alone (nothing is imported), so the test runs in well under a second.
+The graph is built with `ast` alone (nothing is imported), so the test runs in well under a
+second. What it cannot see: modules imported by a name in a string (`importlib.import_module`,
+the registry's factory table); those must follow the same order (a factory does not call back
+into the registry that loads it).
 """
 
 import ast
