@@ -73,7 +73,7 @@ CROSSED_MODELS = [(1.0, 1.0, 1.0), (1.0, 0.2, 0.5), (0.2, 1.0, 0.5), (0.5, 0.5, 
 
 
 @pytest.mark.parametrize("model", CROSSED_MODELS)
-@pytest.mark.parametrize("shape", [(4, 8), (3, 8), (5, 10)])
+@pytest.mark.parametrize("shape", [(4, 8), (3, 8), (5, 10), (8, 4)])   # configs: 4 x 8, 8 x 4
 def test_variance_components_interval_covers_crossed_seeds_and_windows(shape, model):
   rng = np.random.default_rng(400 + 10 * shape[0] + CROSSED_MODELS.index(model))
   x = _crossed_draws(rng, *shape, *model, mu=0.7)
