@@ -1,11 +1,17 @@
 """Agents for the one on-policy learner (`algos/on_policy.py`), one module per kind.
 
+  interface   the Agent NamedTuple every agent is (init, act, evaluate, value, ...), Step, Eval
   mlp         purejaxrl's MLP actor-critic (default; IPPO / MAPPO critics for multi-agent envs)
   gru         a GRU core with the carry in the rollout, reset on episode boundaries
   entities    a set encoder: per-entity embedding, masked multi-head self-attention, optional
               entity-type embeddings on the keys, pooled value, per-entity logits
   ballast_v1  BallastNet v1 route scorer with a clog-diagnosis head (auxiliary loss)
   ballast_v2  BallastNet v2 autoregressive pump-pair policy
+  ballast_hydro  the recurrent BallastHydro route-entity agent (built from a layout's tables)
+
+agents/ imports core/ only (ARCHITECTURE.md, "Layers"): the env side of an env-specific agent
+comes in as an argument, and what needs the learner (the ballast PPO configs and trainer) lives
+in `algos/ballast.py`.
 
 `make(config, vec)` builds the agent `config.agent` names from its sub-config
 (`config.gru`, `config.entities`, `config.ballast`); `validate(config)` checks them.

@@ -1,6 +1,7 @@
 """Tiny language models and LLM-RL methods on them.
 
-  tokenizer   versioned symbol vocabularies: v1 (V=32, Direct-OPD), v2 (V=96, text environments)
+  tokenizer   versioned symbol vocabularies: v1 (V=32, Direct-OPD), v2 (V=96, text environments);
+              defined in envs/text/tokenizer.py (lm/ sits above envs/), re-exported here
   model       pre-LN decoder-only transformer (flax.linen) with an explicit KV cache, per-sequence
               positions and key masks; FAMILY (v1, T=24) and FAMILY_V2 (v2, T=128-256)
   sampling    temperature / top-k / top-p sampling in one lax.scan; Stepper composition
