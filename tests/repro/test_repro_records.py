@@ -69,7 +69,7 @@ def _write(d, rows, name="demo"):
 
 def test_records_round_trip_through_json_and_rejudge_agrees():
   rows = _rows()
-  back = json.loads(json.dumps(rows))
+  back = json.loads(json.dumps(rows, allow_nan=False))   # strict JSON: no NaN / Infinity
   for row in back:
     assert records.check_row(row) is None, row["repro"]["rule"]["id"]
     assert records.rejudge(row).word == row["verdict"]
@@ -164,7 +164,7 @@ def test_an_unbounded_interval_stores_a_null_ci95_and_still_rejudges():
             size=1.5, scale="log_ratio", why="w")
   row = records.claim_record(c, [2.0, 3.0, 1.0], [1.0, 0.1, -0.2], method="fieller")
   assert row["ci95"] is None and row["verdict"] == vd.INCONCLUSIVE
-  back = json.loads(json.dumps(row))
+  back = json.loads(json.dumps(row, allow_nan=False))
   assert records.check_row(back) is None
   assert "inf" in results.verdict_table([back])
 
@@ -180,3 +180,13 @@ def test_the_method_must_match_the_unit():
   forged["repro"]["interval"]["method"] = "t_mean"
   forged["repro"]["samples"] = {"x": list(np.ravel(row["repro"]["samples"]["x"]))}
   assert "needs an interval method" in records.check_row(forged)
+
+
+def test_rows_written_by_core_write_results_reanalyse_clean(tmp_path):
+  rows = [r for r in _rows() if r["verdict"] != vd.DESCRIPTIVE]
+  path = results.write_results("demo", mode="quick", config={}, seeds=[0, 1, 2, 3],
+                               claims=rows, wall_time_s=1.0, results_dir=str(tmp_path))
+  with open(path) as f:
+    results.validate_record(json.load(f))
+  rep = records.reanalyse(str(tmp_path))
+  assert rep.ok and rep.checked == len(rows) == rep.agree
