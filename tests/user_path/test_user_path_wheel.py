@@ -1,6 +1,7 @@
 """A non-editable install works: the wheel carries the package data (ballast layouts, trace samples
 and their attribution/licence, py.typed) and every registered environment can be made from a
-directory outside the checkout.
+directory outside the checkout, and `python -m jaxrl_suite.train --env=...` trains there (its
+config comes from the library, not from the checkout's configs/).
 
 The wheel is built from the files a clone would have (tracked plus untracked-not-ignored), with
 no build isolation (no network), and installed with `pip install --no-deps` into a fresh venv
@@ -9,6 +10,7 @@ install of the checkout is NOT visible there: its finder is a `.pth` hook that o
 this venv's own site directory).
 """
 
+import json
 import os
 import shutil
 import site
@@ -90,3 +92,16 @@ def test_wheel_installs_and_makes_every_environment(repo_root, tmp_path):
                        capture_output=True, text=True, timeout=600)
   assert out.returncode == 0, out.stderr[-4000:]
   assert "BallastNet-v0" in out.stdout and "made" in out.stdout
+  # Train by environment name from the installed package, in a directory without configs/:
+  # two tiny updates, default workdir workdirs/<algo>_<env> under the current directory.
+  assert not (outside / "configs").exists()
+  out = subprocess.run([str(vpy), "-m", "jaxrl_suite.train", "--env=CartPole-v1",
+                        "--config.total_timesteps=128", "--config.num_steps=16",
+                        "--config.hidden_sizes=(16,)", "--config.update_epochs=1",
+                        "--config.num_minibatches=1"],
+                       cwd=outside, env=env, capture_output=True, text=True, timeout=600)
+  assert out.returncode == 0, out.stderr[-4000:]
+  work = outside / "workdirs" / "ppo_CartPole-v1"
+  rows = [json.loads(l) for l in open(work / "metrics.jsonl")]
+  assert [r["step"] for r in rows] == [0, 1] and rows[-1]["env_steps"] == 128, rows
+  assert (work / "learning_curve.png").is_file() and (work / "DONE").is_file()
