@@ -185,6 +185,7 @@ def pytest_sessionfinish(session):
     workeroutput["jaxrl_cpu_s"] = _cpu_s()
 
 
+@pytest.hookimpl(optionalhook=True)   # an xdist hook: runs without xdist (-p no:xdist) too
 def pytest_testnodedown(node, error):
   out = getattr(node, "workeroutput", None) or {}
   if "jaxrl_cpu_s" in out:
