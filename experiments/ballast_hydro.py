@@ -52,6 +52,7 @@ import numpy as np
 
 from experiments import cli
 from jaxrl_suite.agents import ballast_hydro as A
+from jaxrl_suite.algos import ballast as AB
 from jaxrl_suite.core import plotting, results
 from jaxrl_suite.envs.ballast import hydro_baselines as HB
 from jaxrl_suite.envs.ballast.diagnosis import confusion
@@ -264,7 +265,7 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
 
   # ---- RL training (one program for every layout and both variants)
   total = int(c.budget_updates[-1])
-  trainer = A.make_trainer(c, env, total, int(c.chunk_updates))
+  trainer = AB.make_trainer(c, env, total, int(c.chunk_updates))
   rl_params, sweeps, curves = {}, {}, {}
   for vi, var in enumerate(c.variants):
     resid = var == "rl_gru_resid"

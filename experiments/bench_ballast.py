@@ -180,10 +180,11 @@ def train_hash(n_chunks: int) -> None:
   import hashlib
   import numpy as np
   from jaxrl_suite.agents import ballast_hydro as A
+  from jaxrl_suite.algos import ballast as AB
   c, envs, _ = _hydro_family(16, 4, -1)
   env = envs[0][0]
   tabs = [A.make_tables(p, False, env.agent_api) for _, p, _ in envs]
-  init, chunk = A.make_trainer(c, env, 5 * n_chunks, c.chunk_updates)
+  init, chunk = AB.make_trainer(c, env, 5 * n_chunks, c.chunk_updates)
   keys = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(0), 100), c.n_seeds)
   state = init(keys, tabs[0])
   cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -203,13 +204,14 @@ def resid_probe(n: int = 64) -> None:
   w_init) and of the heel-aware replanner with a command per pump, same episodes."""
   import numpy as np
   from jaxrl_suite.agents import ballast_hydro as A
+  from jaxrl_suite.algos import ballast as AB
   from jaxrl_suite.envs.ballast import hydro_baselines as HB
   from jaxrl_suite.envs.ballast.hydro_rollout import (make_hydro_evaluate,
                                                       make_hydro_evaluate_recurrent)
   c, _, evals = _hydro_family(n, 0, 1)
   env = next(iter(evals.values()))[0]
   ms = int(next(iter(evals.values()))[1].max_steps_in_episode)
-  init, _ = A.make_trainer(c, env, 10, 5)
+  init, _ = AB.make_trainer(c, env, 10, 5)
   ev_b = make_hydro_evaluate(env, HB.hydro_policy, ms)
   ev_r = jax.jit(jax.vmap(make_hydro_evaluate_recurrent(
       env, A.make_policy(c.agent, greedy=True), jnp.zeros(c.agent.gru), ms),

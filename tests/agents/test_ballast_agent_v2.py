@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_suite.agents import ballast_v2 as A2
+from jaxrl_suite.algos import ballast as AB
 from jaxrl_suite.algos import ppo
 from jaxrl_suite.envs.ballast import baselines as B
 from jaxrl_suite.envs.ballast import make_ballast
@@ -33,7 +34,7 @@ def test_joint_log_prob_is_the_sum_of_the_two_heads():
 def _rollout(n_envs=16, n_steps=12, greedy=False):
   """Sampled actions of a freshly initialised agent on n_envs ships for n_steps steps."""
   gr = A2.make_graph2(PARAMS, ENV.agent_api)
-  c = A2.default_config()
+  c = AB.default_config("v2")
   net, observe, act = A2.make_actor(32, c.ballast.w_init, gr)
 
   def run(key):
@@ -84,7 +85,7 @@ def test_agent_pairs_are_valid_and_deterministic():
 
 
 def test_tiny_v2_training_is_finite_and_deterministic():
-  c = A2.default_config()
+  c = AB.default_config("v2")
   c.num_envs, c.num_steps, c.num_minibatches, c.update_epochs = 8, 8, 2, 1
   c.ballast.hidden = 16
   c.total_timesteps = 8 * 8 * 3

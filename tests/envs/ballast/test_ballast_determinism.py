@@ -1,6 +1,6 @@
 """Same seed -> same result for the BallastHydro pipeline (docs/ballast.md, "Determinism"):
 the episode bank is a function of (layout, seed) alone, whatever the process's global RNG state,
-and the trainer (algos/ppo through agents/ballast_hydro.make_trainer, seeds vmapped, chunks
+and the trainer (algos/ppo through algos/ballast.make_trainer, seeds vmapped, chunks
 across layouts) gives bitwise-equal parameters and metrics on two calls with the same keys.
 
 What is NOT bitwise across processes: XLA:CPU splits large reductions over its intra-op thread
@@ -16,6 +16,7 @@ import numpy as np
 
 from configs import ballast_hydro as cfg_mod
 from jaxrl_suite.agents import ballast_hydro as A
+from jaxrl_suite.algos import ballast as AB
 from jaxrl_suite.envs.ballast import episodes as EP
 from jaxrl_suite.envs.ballast.hydro_env import BallastHydro, EpisodeBank, hydro_params
 from jaxrl_suite.envs.ballast.layout import load_layout
@@ -63,7 +64,7 @@ def test_trainer_same_keys_same_parameters_bitwise():
   p = _params(lay, g)
   bank, _ = EP.make_bank(lay, g, p, n=8, seed=0, check=lambda b, s: np.ones(len(b), bool))
   tabs = A.make_tables(p.replace(bank=bank), False, ENV.agent_api)
-  init, chunk = A.make_trainer(c, ENV, 2, 1)
+  init, chunk = AB.make_trainer(c, ENV, 2, 1)
 
   def train(seed):
     keys = jax.random.split(jax.random.PRNGKey(seed), c.n_seeds)
