@@ -120,15 +120,23 @@ def test_every_gymnax_environment_is_listed_with_its_spaces():
     assert rows.get(name) == got, f"{name}: the table says {rows.get(name)}, gymnax gives {got}"
 
 
-def test_every_documented_argument_is_an_argument():
-  """Arguments in a section's `Arguments:` line are real keywords of `make` (no stale names)."""
+def test_documented_arguments_are_arguments_and_the_factorys_own_are_documented():
+  """A section's `Arguments` paragraph names only real keywords of `make` (no stale names), and
+  every non-probe section names all of its factory's own: the first of the registry's sources
+  (factory, then what its **overrides reach) with named parameters."""
   for name, sec in sections(_text()).items():
-    m = re.search(r"^Arguments[^:]*: (.*?)(?:\n\n|\Z)", sec, re.M | re.S)
-    if m is None:
+    m = re.search(r"Arguments[^:]*: (.*?)(?:\n\n|\Z)", sec, re.S)
+    if name.startswith("Probe") and m is None:
       continue
-    args = re.findall(r"`([a-z_0-9]+)=", m.group(1))
-    bad = [a for a in args if a not in registry.valid_kwargs(name)]
+    assert m is not None, f"section {name}: no 'Arguments (defaults): ...' paragraph"
+    args = set(re.findall(r"`([a-z_0-9]+)=", m.group(1)))
+    bad = sorted(args - set(registry.valid_kwargs(name)))
     assert not bad, f"section {name}: {bad} are not arguments of make({name!r}, ...)"
+    sources, exclude = registry._sources(name)
+    own = next(k for k in (registry._keywords(s) - exclude for s in sources) if k)
+    if not name.startswith("Probe"):
+      missing = sorted(own - args)
+      assert not missing, f"section {name}: arguments {missing} are not documented"
 
 
 def _cases():
