@@ -161,6 +161,35 @@ def validate_run_config(config) -> None:
                      f"config.updates_per_chunk={config.updates_per_chunk}")
 
 
+# Agents that act through a categorical policy over `action_space.n` discrete actions.
+_DISCRETE_AGENTS = ("mlp", "gru", "entities")
+
+
+def check_env_fits_agent(config, env, env_params) -> None:
+  """Raises ValueError (before anything is traced or compiled) when `config.agent` cannot act
+  in the environment: the generic agents need array observations and discrete actions.
+
+  Text environments (dict observations of token blocks) are for the LM agents of
+  `jaxrl_suite.lm`; continuous (Box) action spaces have no Gaussian policy here.
+  """
+  agent = config.get("agent", "mlp")
+  if agent not in _DISCRETE_AGENTS:
+    return   # env-specific agents check their own environment
+  obs_space, act_space = env.observation_space(env_params), env.action_space(env_params)
+  where = f"config.env_name {config.env_name!r}"
+  if not hasattr(obs_space, "shape"):
+    raise ValueError(
+        f"{where} has {type(obs_space).__name__} observations (a text environment for the LM "
+        f"agents of jaxrl_suite.lm); config.agent={agent!r} needs array observations: "
+        "train it with its experiment script, or pick an array-observation environment")
+  if not hasattr(act_space, "n"):
+    raise ValueError(
+        f"{where} has a continuous ({type(act_space).__name__}) action space; "
+        f"config.agent={agent!r} (like {', '.join(a for a in _DISCRETE_AGENTS if a != agent)}) "
+        "acts over discrete actions and no Gaussian policy is implemented: pick an environment "
+        "with discrete actions")
+
+
 def _integral_floats_to_int(config, names) -> None:
   for name in names:
     v = config.get(name)
@@ -280,6 +309,7 @@ def run_training(config, workdir: str, progress: bool = True, stop_after: int | 
         ckpt.close()
         raise
   env, env_params = registry.make(config.env_name, **dict(config.get("env_kwargs", {})))
+  check_env_fits_agent(config, env, env_params)
   learner = module.make_learner(config, env, env_params)
   total = int(learner.num_updates)
   if total <= 0:   # validate() refuses this; kept as a guard for learners with other rules
