@@ -34,12 +34,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.support_k = 10
   c.support_min_ess_frac = 0.01
   c.support_max_rare_share = 0.05
-  # severe-shift coverage verdict (the spec's figure: Wald under-covers, 0.65-0.73, until
-  # n = 1e6, where it reaches 0.94): under-coverage = coverage < severe_under_cov at some n below
-  # the largest; recovery = coverage >= severe_nominal_low (the hub's nominal band 0.925-0.965)
-  # at the largest n
-  c.severe_under_cov = 0.9
-  c.severe_nominal_low = 0.925
   # ill-conditioning sweep (ratio stays realizable, A -> singular)
   c.sweep_fracs = [0.0, 0.5, 0.9, 0.99, 0.999, 1.0]
   c.sweep_n = 10_000
@@ -95,9 +89,159 @@ def validate(c: ml_collections.ConfigDict) -> None:
     raise ValueError(f"config.cartpole_gamma must be in (0, 1), got {c.cartpole_gamma}")
   if any(not 0.0 <= f <= 1.0 for f in c.sweep_fracs):
     raise ValueError(f"config.sweep_fracs must lie in [0, 1], got {c.sweep_fracs}")
-  for f in ("support_min_ess_frac", "support_max_rare_share", "severe_under_cov",
-            "severe_nominal_low"):
+  for f in ("support_min_ess_frac", "support_max_rare_share"):
     if not 0.0 <= float(c[f]) <= 1.0:
       raise ValueError(f"config.{f} must lie in [0, 1], got {c[f]}")
   if c.cartpole_mu_temp <= 0 or c.cartpole_pi_temp <= 0:
     raise ValueError("config.cartpole_mu_temp / cartpole_pi_temp must be positive")
+  from jaxrl_suite.repro import Claim
+  for d in claims():
+    Claim.from_dict(d)   # a malformed registration fails here, before any compute
+
+
+# ------------------------------------------------------------------------------------------------
+# Registered claims (jaxrl_suite.repro): fixed before the run, judged by the layer from per-unit
+# samples. Plain dicts (Claim.from_dict reads them) so the registry is data, not code; a changed
+# rule must get a new id. The numbers are in the design's units; each `why` says where they come
+# from. "MDP" units: each random MDP is drawn from the family's generator with its own seed, so
+# the MDP is the independent replicate of a claim about the family (its data seeds are averaged
+# within it first).
+_NO_SELECTION = "none: estimator, features, n grid and seeds fixed before the run"
+CLAIMS = (
+    dict(id="fore.population_exact.v1",
+         text="Ratio realizable in span(phi) (Q not realizable, no completeness) => FORE exact "
+              "in the population",
+         paper="blog: converges with only ratio realizability; design: hub J = 45/38 exactly",
+         statistic="signed relative error (J_FORE - J) / |J| of the population FORE value, per "
+                   "random MDP (moderate and severe families pooled)",
+         unit="seed", kind="equivalence", margin=1e-6,
+         why="exact means equal up to float64 round-off: solves at cond(A) up to ~1e5 lose at "
+             "most ~1e-10 relative; a misspecified class is off by >= 1e-2 (the control "
+             "LSTDQ), so +-1e-6 separates the two by four orders of magnitude",
+         selection=_NO_SELECTION + "; every population MDP drawn is used"),
+    dict(id="fore.root_n_slope.v1",
+         text="FORE is root-n consistent (RMSE ~ n^-1/2)",
+         paper="design prototype slope -0.519 (n=1e3..1e6); theory -1/2",
+         statistic="per hub data seed, OLS slope of log10 |J_hat - J| on log10 n over n >= 1e3 "
+                   "(independent draws at each n); E log|err| has the same slope in n as log "
+                   "RMSE",
+         unit="seed", kind="target", better="lower", size=-0.5, tolerance=0.1,
+         why="theory's -1/2 with a 10% band [-0.55, -0.455]: it holds the design's -0.519 and "
+             "excludes the neighbouring rates n^-1/3 (-0.33) and n^-1 (-1)",
+         selection=_NO_SELECTION),
+    dict(id="fore.hub_coverage.v1",
+         text="Sandwich 95% CI covers at the nominal rate (hub, n >= 1e3)",
+         paper="design: 0.925-0.965",
+         statistic="per hub data seed, the share of n >= 1e3 (independent draws) whose Wald "
+                   "interval covers J, minus 0.95",
+         unit="seed", kind="equivalence", margin=0.025,
+         why="the design's nominal band 0.925-0.965 around 0.95; +-0.025 is its wider side",
+         selection=_NO_SELECTION),
+    dict(id="fore.severe_undercoverage.v1",
+         text="Under severe shift the Wald CI under-covers below the largest n",
+         paper="design: Wald under-covers (0.65-0.73) until n = 1e6",
+         statistic="per severe-family MDP, Wald coverage over its data seeds averaged over every "
+                   "n below the largest, minus 0.95 (lower is worse coverage)",
+         unit="seed", kind="superiority", better="lower", size=-0.25,
+         why="the design's 0.65-0.73 is a shortfall of 0.22-0.30 from 0.95; its middle, 0.25, is "
+             "the claimed size",
+         selection="the severe pool keeps random MDPs whose population FQE diverges (rho > 1), "
+                   "chosen from the population model, never from coverage"),
+    dict(id="fore.severe_recovery.v1",
+         text="Under severe shift the Wald CI recovers to nominal coverage at the largest n",
+         paper="design: coverage reaches 0.94 at n = 1e6",
+         statistic="per severe-family MDP, Wald coverage over its data seeds at the largest n, "
+                   "minus 0.95",
+         unit="seed", kind="non_inferiority", margin=0.025,
+         why="recovery = inside the hub's nominal band, whose lower end is 0.925 (the design's "
+             "0.94 is inside it)",
+         selection="the severe pool keeps random MDPs whose population FQE diverges (rho > 1), "
+                   "chosen from the population model, never from coverage"),
+    dict(id="fore.diagnostics_cannot_certify.v1",
+         text="In-sample diagnostics cannot certify coverage (severe family, largest n)",
+         paper="(not in the blog; audit: coverage < 0.5 at n = 1e6 while the diagnostics pass)",
+         statistic="per severe-family MDP, Wald coverage among the data seeds that pass every "
+                   "in-sample diagnostic (identified, ident_t >= 2, support not flagged) at the "
+                   "largest n, minus 0.95 (MDPs where no seed passes have no value)",
+         unit="seed", kind="superiority", better="lower", min_effect=0.025,
+         why="a shortfall under 0.025 is within the hub's nominal band (0.925-0.965), i.e. "
+             "what a working interval shows; the claim is that passing intervals fall short of "
+             "that",
+         selection="the severe pool (rho > 1) as above; diagnostic thresholds (support_k, "
+                   "support_min_ess_frac, support_max_rare_share) set a priori in this config"),
+    dict(id="fore.fqe_diverges.v1",
+         text="Plain iterative FQE diverges on the same data (infinite data)",
+         paper="design: rho = 1.1516 on the hub",
+         statistic="spectral radius rho of the population FQE iteration on the hub (> 1 "
+                   "diverges)",
+         unit="seed", kind="descriptive",
+         why="a population (infinite-data) computation: one exact number, no replicate to put "
+             "an interval on, so the layer reports it without a verdict (the finite-n "
+             "divergence share is in the row's note)",
+         selection=_NO_SELECTION),
+    dict(id="fore.brm_bias.v1",
+         text="BRM on the hub is biased even with (nearly) infinite data",
+         paper="design: BRM 0.684147 (-42%) in the population",
+         statistic="per hub data seed, the BRM estimate at the largest n",
+         unit="seed", kind="target", size=0.684147, tolerance=0.01,
+         why="the design's population value; +-1% holds the O(1/n) finite-sample bias at n = 1e6 "
+             "and is 40x narrower than the -42% bias the claim is about (J = 1.1842)",
+         selection=_NO_SELECTION),
+    dict(id="fore.lstdq_psi_bias.v1",
+         text="LSTDQ on a class without w (psi) is biased even with (nearly) infinite data",
+         paper="design: LSTDQ(psi) 2.271293 (+92%) in the population",
+         statistic="per hub data seed, the LSTDQ(psi) estimate at the largest n",
+         unit="seed", kind="target", size=2.271293, tolerance=0.01,
+         why="the design's population value; +-1% holds the O(1/n) finite-sample bias at n = 1e6 "
+             "and is 90x narrower than the +92% bias the claim is about (J = 1.1842)",
+         selection=_NO_SELECTION),
+    dict(id="fore.linear_equivalence.v1",
+         text="Linear MWL = DualDICE = GradientDICE = LSTDQ = FORE (same features)",
+         paper="design: identical (4e-16)",
+         statistic="per DOPE data seed, max over target policies and over LSTDQ / MWL / DualDICE "
+                   "/ GradientDICE of |estimate - FORE| / value range (a non-finite estimate "
+                   "counts as 1, the whole range)",
+         unit="seed", kind="equivalence", margin=1e-9,
+         why="the algebra says 0; float64 solves at these cond(A) differ by <= 1e-12 of the "
+             "range, while any real difference between estimators (e.g. FQE's iteration) is "
+             ">= 1e-4; 1e-9 is the tie tolerance the DOPE table merges estimators at",
+         selection=_NO_SELECTION),
+    dict(id="fore.single_condition.v1",
+         text="'Only one condition': ratio realizability alone suffices, no operator stability "
+              "needed",
+         paper="blog: ratio realizability is the single condition",
+         statistic="hub sweep C1 (ratio exactly realizable throughout), |J_hat - J| at the "
+                   "singular point t = t* over |J_hat - J| at t = 0, per data seed pair "
+                   "(independent draws at each t, n = sweep_n); seeds whose estimate is "
+                   "non-finite at either point are left out (that favours the claim)",
+         unit="seed", kind="non_inferiority", better="lower", scale="log_ratio", margin=1.0,
+         why="if realizability alone sufficed, conditioning would not matter: allow the error "
+             "at the singular point to be up to 2x (margin 100%) the well-conditioned one",
+         selection=_NO_SELECTION + "; the t grid is fixed by the population model (t* where "
+                   "sigma_min(B_t) = 0)"),
+    dict(id="fore.dope_table.v1",
+         text="DOPE-style table (descriptive: the features contain every target's ratio by "
+              "design)",
+         paper="(no paper number; DOPE found FQE/model-based best, IS/DICE worse)",
+         statistic="per DOPE data seed, FORE's normalised absolute error (mean over target "
+                   "policies, / value range); the ranking of every method is in the note",
+         unit="seed", kind="descriptive",
+         why="not a test: the features contain every target policy's ratio by construction, "
+             "which favours the ratio-realizable family, so no verdict is registered",
+         selection=_NO_SELECTION),
+    dict(id="fore.rlds_roundtrip.v1",
+         text="RLDS round trip (gymnax CartPole -> TFDS array_record -> FORE)",
+         paper="issue: round trip + estimate",
+         statistic="FORE estimate minus the Monte-Carlo truth on the one round-tripped dataset",
+         unit="seed", kind="descriptive",
+         why="one dataset (one seed): the layer's intervals need replicate seeds, and the Wald "
+             "and bootstrap CIs in the note are within-dataset; the round trip being identical "
+             "is a deterministic check (the tests assert it)",
+         selection="none: polynomial features and the behaviour / target temperatures fixed "
+                   "in this config"),
+)
+
+
+def claims() -> list[dict]:
+  """The registered claims as plain dicts (repro.claims.Claim.from_dict reads each)."""
+  return [dict(d) for d in CLAIMS]
