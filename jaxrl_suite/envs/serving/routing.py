@@ -309,9 +309,10 @@ def make_routing(n_gpus: int | None = None, table_size: int = 128, max_events: i
   from jaxrl_suite.envs.registry import check_kwargs  # local: the registry imports us lazily
   check_kwargs("ServingRoute-v0", param_overrides)   # a typo names itself, not a bare TypeError
   if n_gpus is not None and n_gpus != len(cluster):
-    raise ValueError(f"n_gpus={n_gpus} does not match cluster {cluster}")
+    raise ValueError(f"ServingRoute-v0: n_gpus={n_gpus} does not match cluster {cluster}; "
+                     "leave n_gpus out (the cluster sets it) or pass a cluster of that size")
   if max_gpus is not None and not entity_obs:
-    raise ValueError("max_gpus (padded GPU slots) needs entity_obs=True")
+    raise ValueError("ServingRoute-v0: max_gpus (padded GPU slots) needs entity_obs=True")
   if cache_blocks == "auto":
     cache_blocks = default_cache_blocks(cluster)
   slots = int(max_gpus) if max_gpus is not None else len(cluster)
