@@ -57,6 +57,17 @@ def test_unknown_name_suggests_the_close_match_and_lists_all(name, monkeypatch):
     assert valid in msg
 
 
+@pytest.mark.parametrize("name", ALL)
+def test_misspelt_name_of_every_env_is_suggested(name, monkeypatch):
+  _no_build(monkeypatch)
+  typo = name.replace("-v", "_v", 1) if "-v" in name else name[:-1]   # CartPole_v1, Catch-bsuit
+  with pytest.raises(ValueError) as e:
+    registry.make(typo)
+  msg = str(e.value)
+  assert msg.startswith(f"unknown environment {typo!r}. Did you mean "), msg
+  assert repr(name) in msg.split("Valid names")[0], msg
+
+
 def test_unknown_name_without_close_match_lists_all(monkeypatch):
   _no_build(monkeypatch)
   with pytest.raises(ValueError, match="unknown environment 'Zebra'") as e:
