@@ -326,17 +326,21 @@ def run_training(config, workdir: str, progress: bool = True, stop_after: int | 
       runners[n] = jax.jit(jax.vmap(lambda rs: learner.run(rs, n)))
     return runners[n](state)
 
-  state = init(keys)
-  if ckpt is None:
-    ckpt = checkpoint.Checkpointer(ckpt_dir, int(config.max_to_keep))
-  done = 0
-  if latest is not None:
-    try:
+  try:
+    state = init(keys)
+    if ckpt is None:
+      ckpt = checkpoint.Checkpointer(ckpt_dir, int(config.max_to_keep))
+    if latest is not None:
       state = ckpt.restore(latest, like=state)
-    except checkpoint.CheckpointError:
+  except (checkpoint.CheckpointError, KeyboardInterrupt) as e:
+    if ckpt is not None:
       ckpt.close()
+    if not isinstance(e, KeyboardInterrupt):
       raise
-    done = latest
+    raise cli.Interrupted(   # nothing written yet: the workdir is as it was
+        "interrupted before training started; nothing was changed; rerun the same command to "
+        + ("start" if latest is None else f"resume from step {latest}")) from None
+  done = 0 if latest is None else latest
   if done >= total:   # finished (possibly with a larger total before --resume=force)
     ckpt.close()
     print(f"{workdir} is already finished ({done} of {total} updates); nothing to do")
