@@ -92,6 +92,7 @@ def config_help() -> str:
       lines.append(f"  {f} = " + ", ".join(f"{v!r} ({n})" for n, v in vals))
   if "algo" not in seen:
     lines.append("  algo = 'ppo'  (one of " + ", ".join(sorted(algos.ALGOS)) + ")")
+  lines.append("Host-loop fields (chunks, checkpoints, logging):")
   for f, what in HOST_FIELDS.items():
     lines.append(f"  {f}: {what}")
   return "\n".join(lines)
@@ -120,6 +121,7 @@ def _define_flags(argv) -> Any:
     # would be a traceback there, so it is refused first.
     cli.check_config_overrides(cli.normalize_number_overrides(argv), "config", default)
     _CONFIG = config_flags.DEFINE_config_dict("config", default, config_help())
+    flags.FLAGS["config"].default_as_str = None   # --help: the field list, not a YAML dump
   _ENV = flags.DEFINE_string(
       "env", None, "the environment, a name of jaxrl_suite.envs.registry (sets config.env_name): "
       + ", ".join(registry.registered_names()))

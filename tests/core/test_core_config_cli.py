@@ -79,8 +79,10 @@ def test_cli_help_lists_the_config_fields(repo_root):
   out = _train(repo_root, "--help", timeout=300)
   assert out.returncode == 0, out.stderr[-2000:]
   for field in ("lr = 0.00025", "num_envs = ", "total_timesteps = ", "clip_eps = ",
-                "updates_per_chunk:", "--resume", "--[no]debug"):
+                "updates_per_chunk:", "updates_per_chunk = 16", "--resume", "--[no]debug",
+                "--env:", "CartPole-v1", "--algo: <ppo|reinforce>"):
     assert field in out.stdout, field
+  assert "(default: 'activation" not in out.stdout   # no YAML dump of the default config
 
 
 def test_cli_trains_resumes_and_reports_bad_workdirs(repo_root, tmp_path):
