@@ -4,7 +4,8 @@ a section, and each section's machine-readable `shapes:` line equals what the en
 The shapes come from `jax.eval_shape` of reset / action_mask / step (tracing only, no compile), on
 the (env, params) that the section's example built, or `registry.make(name)` for sections without
 one (the probes share one example). Budget: each block compiles one vmapped reset and step; the
-file's default tests take about a minute of CPU with a cold compilation cache (~20 s warm).
+whole file takes ~42 CPU-s with a cold compilation cache on 2 cores (the conftest's -O0 XLA
+flags; BallastHydro-v0's bank build is the largest part, ~10 s), ~20 s warm.
 """
 
 import os
@@ -147,15 +148,8 @@ def test_documented_arguments_are_arguments_and_the_factorys_own_are_documented(
       assert not missing, f"section {name}: arguments {missing} are not documented"
 
 
-# Examples whose make alone costs > 10 CPU-s cold: BallastHydro-v0 generates its episode bank
-# (the oracle rollout compiles, ~15 CPU-s even for 8 episodes). They run in `make test-slow`;
-# the default suite still checks their section, arguments and shapes line exist.
-_SLOW = ("BallastHydro-v0",)
-
-
 def _cases():
-  return [pytest.param(name, sec, id=name, marks=[pytest.mark.slow] if name in _SLOW else [])
-          for name, sec in sections(_text()).items()]
+  return [pytest.param(name, sec, id=name) for name, sec in sections(_text()).items()]
 
 
 @pytest.mark.parametrize("name,section", _cases())
