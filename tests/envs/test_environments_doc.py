@@ -155,6 +155,8 @@ def _cases():
 @pytest.mark.parametrize("name,section", _cases())
 def test_section_example_runs_and_shapes_match(name, section):
   blocks = _BLOCK.findall(section)
+  if not name.startswith("Probe"):   # the probes share one example (test_shared_blocks_run)
+    assert len(blocks) == 1, f"section {name}: want one python example, found {len(blocks)}"
   ns = {}
   for code in blocks:
     assert f'registry.make("{name}"' in code, f"{name}: its example must make {name}"
