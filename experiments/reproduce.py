@@ -121,6 +121,7 @@ class StageResult:
   wall_s: float = 0.0
   note: str = ""
   log: str = ""
+  cpu_s: float = 0.0    # user + system CPU of the stage's process tree (0 if not measured)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -268,12 +269,13 @@ def run_stage(stage: Stage, quick: bool, results_dir: str | None = None,
   env.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(REPO_ROOT, ".jax_cache"))
   env[_results.ENV_VAR] = results_dir
   record = os.path.join(results_dir, f"{stage.name}.json")
+  usage: dict[str, float] = {}
   t0 = time.time()
   try:
     with open(log_path, "wb") as log:
       log.write(("$ " + " ".join(cmd) + "\n").encode())
       log.flush()
-      rc = _run_tee(cmd, env, log, sys.stderr if stream else None, timeout_s, stop)
+      rc = _run_tee(cmd, env, log, sys.stderr if stream else None, timeout_s, stop, usage)
   finally:
     moved = _give_back(before, PROTECTED_DIR, results_dir) if protect else []
   if moved:
@@ -281,32 +283,35 @@ def run_stage(stage: Stage, quick: bool, results_dir: str | None = None,
       log.write(f"[reproduce] quick mode: moved {moved} from {PROTECTED_DIR} to {results_dir} "
                 "and restored the committed files\n")
   wall = time.time() - t0
+  result = lambda *a: StageResult(*a, cpu_s=usage.get("cpu_s", 0.0))
   if rc != 0:
-    return StageResult(stage.name, "failed", wall,
-                       rc if isinstance(rc, str) else f"exit status {rc}", log_path)
+    return result(stage.name, "failed", wall,
+                  rc if isinstance(rc, str) else f"exit status {rc}", log_path)
   if not os.path.exists(record) or os.path.getmtime(record) < t0 - 1:
-    return StageResult(stage.name, "failed", wall, f"exited 0 but did not write {record}",
-                       log_path)
+    return result(stage.name, "failed", wall, f"exited 0 but did not write {record}",
+                  log_path)
   try:
     with open(record) as f:
       rec = json.load(f)
     from jaxrl_suite.core.results import validate_record
     validate_record(rec)
   except (ValueError, OSError) as e:
-    return StageResult(stage.name, "failed", wall, f"invalid results record: {e}", log_path)
+    return result(stage.name, "failed", wall, f"invalid results record: {e}", log_path)
   want = "quick" if quick else "full"
   if rec.get("mode") != want:
-    return StageResult(stage.name, "failed", wall,
-                       f"record says mode={rec.get('mode')!r}, expected {want!r}", log_path)
-  return StageResult(stage.name, "ok", wall,
-                     f"{len(rec['claims'])} claim(s) in {_rel(record)}", log_path)
+    return result(stage.name, "failed", wall,
+                  f"record says mode={rec.get('mode')!r}, expected {want!r}", log_path)
+  return result(stage.name, "ok", wall, f"{len(rec['claims'])} claim(s) in {_rel(record)}",
+                log_path)
 
 
 def _run_tee(cmd: Sequence[str], env: Mapping[str, str], log, echo,
-             timeout_s: float | None, stop=None) -> int | str:
+             timeout_s: float | None, stop=None, usage: dict | None = None) -> int | str:
   """Runs `cmd`, copying its output to the binary file `log` (and the text stream `echo`).
 
-  Returns the exit status, or a string saying why it was stopped (timeout, `stop` set).
+  Returns the exit status, or a string saying why it was stopped (timeout, `stop` set). On a
+  normal exit, `usage["cpu_s"]` gets the process's user + system CPU seconds (its waited-for
+  children included): on a shared machine the stage's cost, where wall time is the queue's.
   """
   import select
   proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -338,6 +343,13 @@ def _run_tee(cmd: Sequence[str], env: Mapping[str, str], log, echo,
       if echo is not None:
         echo.write(chunk.decode(errors="replace"))
         echo.flush()
+    try:
+      _, status, ru = os.wait4(proc.pid, 0)
+      proc.returncode = os.waitstatus_to_exitcode(status)
+      if usage is not None:
+        usage["cpu_s"] = ru.ru_utime + ru.ru_stime
+    except ChildProcessError:     # already reaped
+      pass
     return proc.wait()
   except KeyboardInterrupt:
     proc.terminate()
@@ -414,7 +426,8 @@ def run_all(stages: Sequence[Stage], quick: bool, results_dir: str | None = None
 
   def report(res: StageResult) -> None:
     k = len(reported)
-    say(f"[{res.status}] {res.name} ({res.wall_s:.0f} s) {res.note}"
+    cpu = f", {res.cpu_s:.0f} CPU-s" if res.cpu_s else ""
+    say(f"[{res.status}] {res.name} ({res.wall_s:.0f} s{cpu}) {res.note}"
         + (f"  [{k}/{n} done, {_fmt_s(time.time() - t_start)} elapsed]" if progress else ""))
     if res.status == "failed" and res.log:
       say(f"  --- last lines of {res.log} ---\n" + _tail(res.log))
@@ -570,9 +583,10 @@ def write_summary(results_dir: str = RESULTS_DIR, run: Sequence[StageResult] = (
   if missing:
     lines += [f"No results yet for: {', '.join(missing)}.", ""]
   if run:
-    lines += ["## Last run", "", "| reproduction | status | wall time | note |",
-              "|---|---|---|---|"]
-    lines += [f"| {r.name} | {r.status} | {r.wall_s:.0f} s | {_cell(r.note)} |" for r in run]
+    lines += ["## Last run", "", "| reproduction | status | wall time | CPU time | note |",
+              "|---|---|---|---|---|"]
+    lines += [f"| {r.name} | {r.status} | {r.wall_s:.0f} s | {r.cpu_s:.0f} s | {_cell(r.note)} |"
+              for r in run]
     lines.append("")
   os.makedirs(results_dir, exist_ok=True)
   path = os.path.join(results_dir, "SUMMARY.md")

@@ -111,7 +111,7 @@ def test_reproduce_finds_the_record_where_the_library_puts_it(stage, tmp_path, m
   stage), and run_stage must find it in the folder it reads."""
   seen = {}
 
-  def fake_run(cmd, env, log, echo, timeout_s, stop=None):
+  def fake_run(cmd, env, log, echo, timeout_s, stop=None, usage=None):
     seen["cmd"], seen["env"] = list(cmd), dict(env)
     with monkeypatch.context() as m:
       m.setenv(results_lib.ENV_VAR, env[results_lib.ENV_VAR])
