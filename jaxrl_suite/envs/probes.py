@@ -31,6 +31,8 @@ import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
 
+from jaxrl_suite.envs import arguments
+
 
 @struct.dataclass
 class ProbeState(environment.EnvState):
@@ -324,11 +326,10 @@ def make_probe(name: str, **kwargs):
   """(env, env_params) of probe `name`. Keywords: the env's constructor arguments (num_slots of
   ProbeEntities, num_agents of ProbeCoordination: static shapes) and its params fields
   (max_steps_in_episode, memory_length, live_agents, ...). A wrong keyword raises ValueError
-  (registry.check_kwargs) naming it and the valid ones."""
+  (envs.arguments.check) naming it and the valid ones."""
   if name not in PROBES:
     raise ValueError(f"unknown probe {name!r}; valid: {', '.join(sorted(PROBES))}")
-  from jaxrl_suite.envs.registry import check_kwargs  # local: the registry imports us lazily
-  check_kwargs(name, kwargs)
+  arguments.check(name, kwargs, arguments.valid_from((PROBES[name], params_type(name))))
   ctor = set(inspect.signature(PROBES[name].__init__).parameters) - {"self"}
   env = PROBES[name](**{k: v for k, v in kwargs.items() if k in ctor})
   return env, env.default_params.replace(**{k: v for k, v in kwargs.items() if k not in ctor})

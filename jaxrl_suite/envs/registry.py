@@ -15,12 +15,12 @@ factory sets itself (`_Entry.exclude`: passing them would collide inside the fac
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib
-import inspect
 from typing import Any
 
 import gymnax
+
+from jaxrl_suite.envs import arguments
 
 _SERVING = "jaxrl_suite.envs.serving"
 _TEXT = "jaxrl_suite.envs.text"
@@ -145,14 +145,6 @@ def _resolve(path: str) -> Any:
   return getattr(importlib.import_module(module), attr)
 
 
-def _keywords(obj: Any) -> set[str]:
-  """Named keyword parameters of a callable or class constructor; a dataclass gives its fields."""
-  if dataclasses.is_dataclass(obj) and isinstance(obj, type):
-    return {f.name for f in dataclasses.fields(obj) if f.init}
-  is_cls = isinstance(obj, type)
-  params = list(inspect.signature(obj.__init__ if is_cls else obj).parameters.values())
-  keep = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-  return {p.name for p in params[1 if is_cls else 0:] if p.kind in keep}   # [1:]: self
 
 
 def _sources(name: str) -> tuple[list[Any], frozenset[str]]:
@@ -161,7 +153,7 @@ def _sources(name: str) -> tuple[list[Any], frozenset[str]]:
     e = _OURS[name]
     exclude = set()
     for x in e.exclude:
-      exclude |= _keywords(_resolve(x[1:])) if x.startswith("@") else {x}
+      exclude |= arguments.keywords(_resolve(x[1:])) if x.startswith("@") else {x}
     return [_resolve(e.factory)] + [_resolve(f) for f in e.forwards], frozenset(exclude)
   if name in _probe_names():
     probes = _probes()
@@ -181,21 +173,14 @@ def valid_kwargs(name: str) -> tuple[str, ...] | None:
   sources, exclude = _sources(name)
   if not sources:
     return None
-  names: set[str] = set()
-  for obj in sources:
-    names |= _keywords(obj)
-  return tuple(sorted(names - exclude))
+  return arguments.valid_from(sources, exclude)
 
 
-def _close(word: str, options: list[str] | tuple[str, ...]) -> list[str]:
-  """Close matches, case-insensitively (`cartpole-v1` -> CartPole-v1)."""
-  lower = {o.lower(): o for o in options}
-  return [lower[m] for m in difflib.get_close_matches(word.lower(), list(lower), n=3, cutoff=0.6)]
 
 
 def _check_name(name: str) -> None:
   if not isinstance(name, str) or not is_registered(name):
-    near = _close(name, registered_names()) if isinstance(name, str) else []
+    near = arguments.close(name, registered_names()) if isinstance(name, str) else []
     hint = f" Did you mean {' or '.join(repr(n) for n in near)}?" if near else ""
     raise ValueError(f"unknown environment {name!r}.{hint} Valid names (docs/environments.md): "
                      f"{', '.join(registered_names())}")
@@ -204,24 +189,15 @@ def _check_name(name: str) -> None:
 def check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
   """Raises ValueError if a key of `kwargs` is not an argument of environment `name`.
 
-  The factories of serving, rail and the probes call it on their `**overrides` too, so a direct
-  call (`make_batching(tabel_size=16)`) gets the same message as `make`.
+  The factories of serving, rail and the probes check their `**overrides` with the same helper
+  (`envs.arguments`), so a direct call (`make_batching(tabel_size=16)`) gets the same message.
   """
   valid = valid_kwargs(name)
   if valid is None:
     return
-  bad = sorted(k for k in kwargs if k not in valid)
-  if not bad:
-    return
-  parts = []
-  for k in bad:
-    near = _close(k, valid)
-    parts.append(f"{k!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
   where = ("gymnax's documentation" if name in gymnax.registered_envs
            else "docs/environments.md")
-  raise ValueError(f"{name}: unknown argument{'s' if len(bad) > 1 else ''} {', '.join(parts)}. "
-                   f"Valid arguments: {', '.join(valid) or '(none)'}. "
-                   f"See {where} for their meaning and defaults.")
+  arguments.check(name, kwargs, valid, where)
 
 
 def make(name: str, **kwargs: Any):

@@ -6,7 +6,7 @@ import functools
 import jax
 import pytest
 
-from jaxrl_suite.envs import registry
+from jaxrl_suite.envs import arguments, probes, registry
 from jaxrl_suite.envs.rail import make_rail
 from jaxrl_suite.envs.serving import make_batching, make_routing
 
@@ -103,7 +103,7 @@ def test_registry_knows_each_factorys_keywords(name):
   fails here rather than in a user's hands."""
   sources, exclude = registry._sources(name)
   assert sources and all(callable(s) for s in sources)
-  seen = set().union(*(registry._keywords(s) for s in sources))
+  seen = set().union(*(arguments.keywords(s) for s in sources))
   assert exclude <= seen, f"{name}: excluded keywords {sorted(exclude - seen)} are not arguments"
   assert set(registry.valid_kwargs(name)) == seen - exclude
 
@@ -167,3 +167,19 @@ def test_ballast_hydro_is_registered_with_the_make_hydro_convention(monkeypatch)
   monkeypatch.setattr(ballast, "make_hydro", fake)
   assert registry.make("BallastHydro-v0", n_bank=8, heel_limit=1.5) == ("env", "params")
   assert seen == {"n_bank": 8, "heel_limit": 1.5}
+
+
+@pytest.mark.parametrize("name,call", [
+    ("ServingBatch-v0", lambda **kw: make_batching(**kw)),
+    ("ServingRoute-v0", lambda **kw: make_routing(**kw)),
+    ("RailRM-v0", lambda **kw: make_rail("tiny", **kw)),
+    ("ProbeMemory-v0", lambda **kw: probes.make_probe("ProbeMemory-v0", **kw)),
+])
+def test_direct_factory_and_registry_give_the_same_message(name, call):
+  """A factory checks its own overrides (envs.arguments, below the registry: no import cycle);
+  its list of valid keywords must be the registry's, so both calls read the same."""
+  with pytest.raises(ValueError) as direct:
+    call(not_an_argument=1)
+  with pytest.raises(ValueError) as by_name:
+    registry.make(name, not_an_argument=1)
+  assert str(direct.value) == str(by_name.value)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from jaxrl_suite.envs import arguments
 from jaxrl_suite.envs.rail.env import (ACTION_MODES, N_TYPES, REWARD_MODES, EnvParams, EnvState,
                                        RailRM, field_slice, own_features, params_from_instance,
                                        relations, token_columns, token_dim, token_fields)
@@ -20,9 +21,8 @@ def make_rail(instance: Any = "ecml", action_mode: str = "bucket", pad: int | No
   """`pad`: train slots for a named instance (default: its own default, 12 for ecml).
 
   Raises ValueError before building anything for an unknown instance name, action mode or
-  override (registry.check_kwargs: the message names the valid ones and a close match)."""
-  from jaxrl_suite.envs.registry import check_kwargs  # local: the registry imports us lazily
-  check_kwargs("RailRM-v0", overrides)
+  override (envs.arguments.check: the message names the valid ones and a close match)."""
+  arguments.check("RailRM-v0", overrides, arguments.valid_from((make_rail, EnvParams)))
   if action_mode not in ACTION_MODES:
     raise ValueError(f"RailRM-v0: action_mode={action_mode!r} is not one of {ACTION_MODES}")
   if isinstance(instance, str) and instance not in INSTANCES:

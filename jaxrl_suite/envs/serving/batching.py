@@ -35,6 +35,7 @@ import flax.struct as struct
 import jax
 import jax.numpy as jnp
 
+from jaxrl_suite.envs import arguments
 from jaxrl_suite.envs.serving import cost_model, engine, env_base, traces, workload
 
 STATIC_LEVELS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 28)
@@ -295,8 +296,9 @@ def make_batching(mode: str = "static", table_size: int = 128, max_events: int =
   `window`: engine slots in continuous mode (None = table_size; see env_base.EventEnv);
   rate_per_window: every episode (table_size requests) offers the same mean rate, rate_ref
   (default the trace's) x rate_scale (`workload.trace_arrays`)."""
-  from jaxrl_suite.envs.registry import check_kwargs  # local: the registry imports us lazily
-  check_kwargs("ServingBatch-v0", param_overrides)   # a typo names itself, not a bare TypeError
+  # a typo names itself, not a bare TypeError (the registry's list: factory + what overrides reach)
+  arguments.check("ServingBatch-v0", param_overrides, arguments.valid_from(
+      (make_batching, default_params, EnvParams), exclude=("rate_window", "hw")))
   if mode not in ("static", "continuous"):
     raise ValueError(f"ServingBatch-v0: mode must be 'static' or 'continuous', got {mode!r}")
   params = default_params(mode, rate_window=table_size if rate_per_window else None,

@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 from gymnax.environments import environment, spaces
 
+from jaxrl_suite.envs import arguments
 from jaxrl_suite.envs.serving import cost_model, engine, env_base, traces, workload
 
 PER_GPU = 12
@@ -306,8 +307,9 @@ def make_routing(n_gpus: int | None = None, table_size: int = 128, max_events: i
   size); the old flat observation otherwise (what the measured results used).
   rate_per_window: every episode (table_size requests) offers the same mean rate, rate_ref
   (default the trace part's) x rate_scale (`workload.trace_arrays`)."""
-  from jaxrl_suite.envs.registry import check_kwargs  # local: the registry imports us lazily
-  check_kwargs("ServingRoute-v0", param_overrides)   # a typo names itself, not a bare TypeError
+  # a typo names itself, not a bare TypeError (the registry's list: factory + what overrides reach)
+  arguments.check("ServingRoute-v0", param_overrides, arguments.valid_from(
+      (make_routing, default_params, EnvParams), exclude=("prefix_cache", "rate_window", "hw")))
   if n_gpus is not None and n_gpus != len(cluster):
     raise ValueError(f"ServingRoute-v0: n_gpus={n_gpus} does not match cluster {cluster}; "
                      "leave n_gpus out (the cluster sets it) or pass a cluster of that size")
