@@ -445,7 +445,8 @@ def run_all(stages: Sequence[Stage], quick: bool, results_dir: str | None = None
           continue
         i = n - len(queue)
         if progress:
-          was = f", last run {_fmt_s(last[stage.name])}" if stage.name in last else ""
+          was = (f", {'estimate' if source == 'shipped estimates' else 'last run'} "
+                 f"{_fmt_s(last[stage.name])}" if stage.name in last else "")
           say(f"[{i}/{n}] {stage.name} started ({stage.title}{was}); "
               f"{_fmt_s(time.time() - t_start)} elapsed, {eta()}")
         if stream:
@@ -464,7 +465,9 @@ def run_all(stages: Sequence[Stage], quick: bool, results_dir: str | None = None
         for name, (_, t0) in running.items():
           if time.time() - t0 < heartbeat_s / 2:    # just started: its log says nothing yet
             continue
-          was = f"/{_fmt_s(last[name])} last run" if name in last else ""
+          was = (f"/{_fmt_s(last[name])} "
+                 f"{'estimated' if source == 'shipped estimates' else 'last run'}"
+                 if name in last else "")
           log = os.path.join(log_dir, f"{name}.log")
           say(f"  ... {name}: {_fmt_s(time.time() - t0)}{was}: {_last_line(log)}")
       if running and not finished:
