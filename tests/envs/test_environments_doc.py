@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_suite.envs import registry
+from jaxrl_suite.envs import arguments, registry
 
 DOC = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "environments.md")
 _HEADING = re.compile(r"^(#{2,3}) `([A-Za-z0-9_-]+)`", re.M)
@@ -142,7 +142,7 @@ def test_documented_arguments_are_arguments_and_the_factorys_own_are_documented(
     bad = sorted(args - set(registry.valid_kwargs(name)))
     assert not bad, f"section {name}: {bad} are not arguments of make({name!r}, ...)"
     sources, exclude = registry._sources(name)
-    own = next(k for k in (registry._keywords(s) - exclude for s in sources) if k)
+    own = next(k for k in (arguments.keywords(s) - exclude for s in sources) if k)
     if not name.startswith("Probe"):
       missing = sorted(own - args)
       assert not missing, f"section {name}: arguments {missing} are not documented"
