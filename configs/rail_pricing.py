@@ -48,16 +48,11 @@ def get_config(arg=None):
   # episodes per seed); the relational ones too (rel_max_updates: ~13 quiet CPU-min for the three
   # to 96, twice that to 192; the first full runs stopped them at 96, where their sweep was still
   # rising, so a relational loss there could not count). The main
-  # comparison uses every variant's policy at main_updates (the same budget for all), which the
-  # sweep must show is on the flat part (flattening test below).
+  # comparison uses every variant's policy at main_updates (the same budget for all); a negative
+  # verdict about RL needs the sweep's last doubling to be flat (FLAT_DELTA, claims below).
   c.budget_updates = (12, 24, 48, 96, 192)
   c.main_updates = 96
   c.rel_max_updates = 192
-  # Plateau test: per seed, the OLS slope of revenue (relative to that seed's mean over the
-  # points) against log2(updates), over the sweep points from main_updates / 4 on; flattened
-  # when the upper 95% CI of the slope over seeds is below flat_tol: one more doubling of the
-  # budget gains less than flat_tol of revenue.
-  c.flat_tol = 0.01
   c.rl = ml_collections.ConfigDict(dict(
       total_timesteps=36_864, num_envs=16, num_steps=12, update_epochs=4, num_minibatches=2,
       lr=1e-3, gamma=1.0, gae_lambda=0.95, ent_coef=0.001, vf_coef=0.5, clip_eps=0.2,
@@ -93,7 +88,7 @@ def validate(c) -> None:
     raise ValueError(f"config.n_seeds must be >= 2 for a confidence interval, got {c.n_seeds}")
   checks.one_of(c, "instance", sorted(INSTANCES))
   checks.one_of(c, "reward_mode", REWARD_MODES)
-  checks.positive_floats(c, ("demand_level", "shift_level", "reward_scale", "flat_tol"))
+  checks.positive_floats(c, ("demand_level", "shift_level", "reward_scale"))
   if c.tune_episodes != c.eval_episodes:
     raise ValueError("config.tune_episodes must equal config.eval_episodes (one compiled "
                      "evaluator per policy family)")
@@ -126,13 +121,114 @@ def validate(c) -> None:
   if c.rel_max_updates < c.main_updates:
     raise ValueError("config.rel_max_updates must be >= config.main_updates (every variant is "
                      "compared at main_updates)")
-  if sum(c.main_updates / 4 <= x <= c.main_updates for x in b) < 2:
-    raise ValueError("config.budget_updates needs >= 2 points in [main_updates / 4, "
-                     "main_updates] for the plateau test")
+  if any(not hi == 2 * lo for lo, hi in zip(b[:-1], b[1:])) or len(b) < 2:
+    raise ValueError(f"config.budget_updates must be a doubling sweep b, 2b, 4b, ... of >= 2 "
+                     f"points (the fair-chance rule judges the last doubling), got {b!r}")
   if r.anneal_lr and len(b) > 1:
     raise ValueError("config.rl.anneal_lr must be False with several config.budget_updates (with "
                      "a constant learning rate the first b updates of the run ARE a run of budget "
                      "b; an annealed rate would make the sweep points different runs)")
+  from jaxrl_suite.repro import Claim
+  for d in claims():
+    Claim.from_dict(d)   # a malformed registration fails here, before any compute
   checks.positive_ints(c.agent, ("embed_dim", "num_heads", "num_layers"), "agent.")
   if c.agent.embed_dim % c.agent.num_heads:
     raise ValueError("config.agent.num_heads must divide config.agent.embed_dim")
+
+
+# ------------------------------------------------------------------------------------------------
+# Registered claims (jaxrl_suite.repro): fixed before the run, judged by the layer from per-seed
+# samples. Plain dicts (Claim.from_dict reads them); a changed rule must get a new id. The unit is
+# the seed: one RL training seed and its own group of held-out evaluation episodes (baselines are
+# evaluated on the same episodes, so each seed pairs RL with its comparator).
+# The flatness threshold of "RL had a fair chance" (jaxrl_suite.repro.flatness), on the log of
+# tuning-episode revenue: the last doubling of the budget gains less than ~1%.
+FLAT_DELTA = 0.01
+_FLAT_WHY = ("flat_delta 0.01: a last budget doubling that gains under ~1% of revenue (on the "
+             "tuning episodes, never the held-out ones) cannot close a gap of the smallest "
+             "effect that matters")
+_PICKED = ("on the tuning episodes only (never the held-out ones): each RL variant's greedy or "
+           "sampled mode at main_updates")
+_RM_WHY = ("min_effect 0.01: revenue-management gains are quoted in low single-digit percent, "
+           "so 1% of revenue is the smallest difference an operator would act on")
+
+
+def _beats_rm(scenario: str, suffix: str, what: str) -> dict:
+  return dict(
+      id=f"rail.rl_beats_rm{suffix}.v1",
+      text=f"relational MARL beats revenue-management heuristics (best tuned baseline{what})",
+      paper="the paper compares RL methods only (no RM baseline)",
+      statistic=f"per seed, held-out revenue of the best relational RL variant over the best "
+                f"tuned RM baseline ({scenario}), as a log-ratio (geometric-mean ratio)",
+      unit="seed", kind="superiority", scale="log_ratio", min_effect=0.01,
+      fair_chance=True, flat_delta=FLAT_DELTA, why=f"{_RM_WHY}; {_FLAT_WHY}",
+      selection=f"{_PICKED}; the relational variant with the best tuning revenue there; the RM "
+                "family and its parameter with the best tuning revenue (cdlp_known excluded: a "
+                "revenue manager does not know the demand shock)")
+
+
+def _relational(learner: str, form: str) -> dict:
+  what = "fare buckets" if not form else "+-5% delta form"
+  return dict(
+      id=f"rail.relational_helps_{learner}{form}.v1",
+      text=f"relational structure helps ({learner}, {what}: attention over train tokens vs MLP "
+           "on own features)",
+      paper="attention (MAAC) helps with heterogeneous demand (arXiv 2501.08234)",
+      statistic=f"per seed, held-out revenue of {learner}_rel{form} over {learner}_mlp{form} "
+                "(same learner, budget, seeds and episodes; training demand level), log-ratio",
+      unit="seed", kind="superiority", scale="log_ratio", min_effect=0.01,
+      fair_chance=True, flat_delta=FLAT_DELTA,
+      why=f"{_RM_WHY}; {_FLAT_WHY}. The fair-chance sweep is the effect's own: the per-seed "
+          "relational / MLP revenue ratio at each budget both variants reached, so a loss "
+          "stands only when more budget would not move the comparison",
+      selection=_PICKED + " (both variants)")
+
+
+CLAIMS = (
+    dict(id="rail.elasticity_calibration.v1",
+         text="demand calibrated to UK market-level fare elasticities (price-perturbation "
+              "rollouts; a calibration check)",
+         paper="full/walk-up -0.2..-0.7, leisure -0.65..-1.0, season -0.2..-0.5 (TRRL SR614, "
+               "TRL LR993, Wardman 2014)",
+         statistic="per seed (its own rollout keys), the largest |measured - target| arc "
+                   "elasticity over the three segments (all trains 1.0 -> 1.1 x base fare, "
+                   "capacity non-binding, common random numbers)",
+         unit="seed", kind="descriptive",
+         why="a calibration check of the simulator, not a claim of the paper: the demand "
+             "model's elasticities are set to the UK targets by construction, so the row "
+             "reports how closely rollouts recover them (each segment against its UK range in "
+             "the note) and carries no verdict",
+         selection="none: the targets are the instance's (envs/rail/instance.py)"),
+    _beats_rm("training demand level", "", ""),
+    _beats_rm("held-out demand-level shift", "_shift", ", held-out demand shift"),
+    _relational("mappo", ""),
+    _relational("ippo", ""),
+    _relational("mappo", "_delta"),
+    _relational("ippo", "_delta"),
+    dict(id="rail.collusion.v1",
+         text="competing RL operators learn supra-competitive prices (collusion index > 0)",
+         paper="Calvano et al. 2020 (Q-learning pricing); not measured in the rail papers",
+         statistic="per seed, Delta = (pi - pi_Nash) / (pi_monopoly - pi_Nash) of the best "
+                   "relational variant's held-out revenue (static one-shot Nash and joint-"
+                   "monopoly fares on the same episodes)",
+         unit="seed", kind="superiority", min_effect=0.1, fair_chance=True,
+         flat_delta=FLAT_DELTA,
+         why="min_effect 0.1: a tenth of the way from Nash to monopoly profit; Calvano et al. "
+             "report 0.7-0.9, and the fluid one-shot Nash benchmark is itself only approximate "
+             f"below that; {_FLAT_WHY} (on the policy's own revenue sweep)",
+         selection=_PICKED + "; the relational variant with the best tuning revenue there"),
+    dict(id="rail.uk_trial.v1",
+         text="relational MARL pricing 'is running in trial on the UK rail network'",
+         paper="blog claim",
+         statistic="UK multi-agent RL rail-pricing trials found in the cited public sources "
+                   "(a count)",
+         unit="seed", kind="descriptive",
+         why="a claim about a deployment, which no simulation can test: the testbed cannot "
+             "express it, so the layer reports the source check (in the note) without a verdict",
+         selection="none"),
+)
+
+
+def claims() -> list[dict]:
+  """The registered claims as plain dicts (repro.claims.Claim.from_dict reads each)."""
+  return [dict(d) for d in CLAIMS]
