@@ -751,9 +751,12 @@ def _details_md(claims):
   """Each claim's explanation (`detail`), which the verdict table does not show."""
   L = ["## Verdict details", ""]
   for i, c in enumerate(claims, 1):
-    note = f" {c['note']}." if c.get("note") else ""
-    L.append(f"{i}. **{c['claim']}** ({c['verdict']}): {c.get('detail') or 'no further detail.'}"
-             f"{note}")
+    note = f" {c['note'].rstrip('.')}." if c.get("note") else ""
+    rule = c.get("repro", {}).get("rule", {})
+    label = c.get("repro", {}).get("verdict", {}).get("label", c["verdict"])
+    tag = f"`{rule['id']}`, {rule['kind']}; " if rule else ""
+    L.append(f"{i}. **{c['claim']}** ({tag}{label}): "
+             f"{(c.get('detail') or 'no further detail').rstrip('.')}.{note}")
   return L + [""]
 
 
