@@ -268,6 +268,9 @@ def run_stage(stage: Stage, quick: bool, results_dir: str | None = None,
   env["PYTHONPATH"] = REPO_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
   env.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(REPO_ROOT, ".jax_cache"))
   env[_results.ENV_VAR] = results_dir
+  # Line by line into the log: a block-buffered stage shows nothing in its log (nor in the
+  # heartbeat) for minutes, and loses its last lines if it is killed.
+  env["PYTHONUNBUFFERED"] = "1"
   record = os.path.join(results_dir, f"{stage.name}.json")
   usage: dict[str, float] = {}
   t0 = time.time()
