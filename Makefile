@@ -1,7 +1,9 @@
 # jaxrl_suite: the two quick-start commands and a few helpers.
 #   make reproduce   set up .venv, run every reproduction in quick mode, write workdirs/results_quick/
 #                    (results/ holds the committed full-mode results; `make reproduce-full` writes it)
-#   make test        set up .venv with test extras, run the test suite (lint and wheel install too)
+#   make test        set up .venv with test extras, run the test suite (lint and wheel install too);
+#                    its last lines give the suite's CPU time beside its wall time (budget: 15 min
+#                    wall on 2 cores from a fresh clone; the heaviest tests run in `make test-slow`)
 PYTHON ?= python3.11
 VENV ?= .venv
 PY := $(VENV)/bin/python
