@@ -754,7 +754,8 @@ def _details_md(claims):
     note = f" {c['note'].rstrip('.')}." if c.get("note") else ""
     rule = c.get("repro", {}).get("rule", {})
     label = c.get("repro", {}).get("verdict", {}).get("label", c["verdict"])
-    tag = f"`{rule['id']}`, {rule['kind']}; " if rule else ""
+    tag = "" if not rule else f"`{rule['id']}`, " + ("" if rule["kind"] == label
+                                                       else f"{rule['kind']}; ")
     L.append(f"{i}. **{c['claim']}** ({tag}{label}): "
              f"{(c.get('detail') or 'no further detail').rstrip('.')}.{note}")
   return L + [""]

@@ -519,8 +519,10 @@ def _details_md(claims) -> str:
   lines = ["## Verdict details", ""]
   for i, cl in enumerate(claims, 1):
     rule = cl["repro"]["rule"]
-    lines.append(f"{i}. **{cl['claim']}** (`{rule['id']}`, {rule['kind']}; "
-                 f"{cl['repro']['verdict']['label']}): {cl['detail']}. {cl.get('note', '')}")
+    label = cl["repro"]["verdict"]["label"]
+    kind = rule["kind"] if rule["kind"] == label else f"{rule['kind']}; {label}"
+    lines.append(f"{i}. **{cl['claim']}** (`{rule['id']}`, {kind}): {cl['detail'].rstrip('.')}. "
+                 f"{cl.get('note', '').rstrip('.')}.")
   return "\n".join(lines + ["", ""])
 
 
