@@ -106,11 +106,11 @@ REGISTRY: list[Stage] = [
 # Quick-mode wall seconds of each stage run alone on 2 cores (measured; see the ETA note in
 # run_all). Used only where workdirs/reproduce/ has no timings of an earlier quick run (a fresh
 # clone): they order the stages (longest first, with two at a time) and give the first ETA.
-QUICK_SECONDS: dict[str, float] = {
-    "ppo_gymnax": 60, "fore": 60, "serving_batching": 90, "serving_routing": 150,
-    "serving_routing_azure_code": 150, "serving_routing_mooncake_conv": 250, "ballast": 60,
-    "ballast_hydro": 90, "direct_opd": 90, "compaction": 60, "stapo": 60, "cure": 60,
-    "rail_pricing": 90,
+QUICK_SECONDS: dict[str, float] = {   # 56d0582, fresh clone, two stages at a time
+    "ppo_gymnax": 41, "fore": 50, "serving_batching": 73, "serving_routing": 179,
+    "serving_routing_azure_code": 147, "serving_routing_mooncake_conv": 328, "ballast": 57,
+    "ballast_hydro": 124, "direct_opd": 95, "compaction": 120, "stapo": 106, "cure": 156,
+    "rail_pricing": 156,
 }
 
 
