@@ -244,7 +244,7 @@ def test_sweep_interrupted_by_signal_resumes(tiny_sweep):
   assert steps.count(0) == 1   # resumed, not restarted
 
 
-def test_trial_configs_are_validated_before_launch(tiny_sweep, tmp_path):
+def test_trial_configs_are_validated_before_launch(tiny_sweep, tmp_path, capsys):
   spec, root = tiny_sweep
   _, trials = sweep.build_trials(spec, root)
   config = sweep.trial_config(trials[1])
@@ -252,10 +252,15 @@ def test_trial_configs_are_validated_before_launch(tiny_sweep, tmp_path):
   sweep.validate_trials(trials)
   bad = tmp_path / "bad.py"
   bad.write_text(_TINY.replace("lr=[1e-3, 3e-4]", "lr=[1e-3, -1.0]"))
+  # The CLI reports a user's input error as one line and exit status 2 (no traceback);
+  # validate_trials itself raises.
   with pytest.raises(ValueError, match=r"trial lr=-1.0: config.lr must be > 0"):
-    sweep.main([f"--sweep={bad}", f"--root={root}"])
+    sweep.validate_trials(sweep.build_trials(str(bad), root)[1])
+  capsys.readouterr()
+  assert sweep.main([f"--sweep={bad}", f"--root={root}"]) == 2
+  assert "error: trial lr=-1.0: config.lr must be > 0" in capsys.readouterr().err
   unknown = tmp_path / "unknown.py"
   unknown.write_text(_TINY.replace("lr=[1e-3, 3e-4]", "learning_rate=[1e-3]"))
-  with pytest.raises(ValueError, match="no field 'learning_rate'"):
-    sweep.main([f"--sweep={unknown}", f"--root={root}", "--dry_run"])
+  assert sweep.main([f"--sweep={unknown}", f"--root={root}", "--dry_run"]) == 2
+  assert "no field 'learning_rate'" in capsys.readouterr().err
   assert not os.path.exists(os.path.join(root, "tiny"))   # nothing was launched
