@@ -608,7 +608,7 @@ def readme_table(records: Sequence[Mapping[str, Any]], results_dir: str = RESULT
   per: dict[str, list[Mapping[str, Any]]] = {}
   for rec in records:
     per.setdefault(rec.get("_file", rec["name"]), []).append(rec)
-  used = [v for v in _results.VERDICTS if any(c.get("verdict") == v for rec in records
+  used = [v for v in _results.ROW_VERDICTS if any(c.get("verdict") == v for rec in records
                                               for c in rec["claims"])]
   rows = ["| reproduction | claims | " + " | ".join(used) + " | details |",
           "|---|---:|" + "---:|" * len(used) + "---|"]

@@ -165,7 +165,10 @@ def write_results(name: str, *, mode: str, config: Any, seeds: Sequence[int],
   with open(path, "w") as f:
     json.dump(record, f, indent=1, sort_keys=False)
   prov = record["provenance"]
-  md = [f"# {name} ({mode} mode)", "", verdict_table(record["claims"]), "", markdown, "",
+  smoke = ([f"Quick mode: a smoke check of the pipeline on a tiny budget; these verdicts say "
+            "nothing about the claims (full-mode records: results/).", ""]
+           if mode == "quick" else [])
+  md = [f"# {name} ({mode} mode)", "", *smoke, verdict_table(record["claims"]), "", markdown, "",
         "## Provenance", "",
         f"- commit `{prov['commit']}`{' (dirty tree)' if prov['dirty'] else ''}",
         f"- command `{prov['command']}`, wall time {prov['wall_time_s']:.1f} s, {prov['created']}",
@@ -173,6 +176,8 @@ def write_results(name: str, *, mode: str, config: Any, seeds: Sequence[int],
         "- versions " + ", ".join(f"{k} {v}" for k, v in prov["versions"].items()), ""]
   with open(os.path.join(results_dir, f"{name}.md"), "w") as f:
     f.write("\n".join(md))
+  print(f"wrote {path} and {name}.md" + (" (quick mode: a smoke check, not a reproduction)"
+                                         if mode == "quick" else ""), flush=True)
   return path
 
 

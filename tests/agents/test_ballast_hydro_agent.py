@@ -135,7 +135,7 @@ def test_config_rejects_bad_fields(field, value):
 def test_quick_reproduction_end_to_end(tmp_path):
   from experiments import ballast_hydro as X
   c = cfg_mod.get_config("quick")
-  res = X.run(c, True, str(tmp_path))
+  res = X.run(c, True, str(tmp_path), results_dir=str(tmp_path / "results"))
   names = [cl["claim"] for cl in res["claims"]]
   assert any("32% fewer" in n and "heel-aware" in n for n in names)
   assert any("32% fewer" in n and "plain" in n for n in names)

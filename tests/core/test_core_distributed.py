@@ -11,7 +11,7 @@ from conftest import run_with_8_host_devices
 
 _SCRIPT = textwrap.dedent("""
     import os
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
     import jax, numpy as np
     from jaxrl_suite.algos import ppo
     from jaxrl_suite.core import distributed
@@ -57,7 +57,7 @@ def test_batch_not_divisible_by_devices_is_rejected():
 
 _WHOLE_RUN = textwrap.dedent("""
     import os
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2").strip()
     import jax
     from jaxrl_suite.algos import ppo
     from jaxrl_suite.core import distributed
