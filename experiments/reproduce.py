@@ -63,6 +63,7 @@ PROTECTED_DIR = RESULTS_DIR
 LOG_DIR = os.path.join(REPO_ROOT, "workdirs", "reproduce")
 README_BEGIN = "<!-- RESULTS:BEGIN -->"
 README_END = "<!-- RESULTS:END -->"
+CROSSDOMAIN_PNG = "crossdomain.png"     # the cross-domain figure, next to SUMMARY.md
 
 
 @dataclasses.dataclass(frozen=True)
@@ -582,7 +583,8 @@ def write_summary(results_dir: str = RESULTS_DIR, run: Sequence[StageResult] = (
               "budget; they say nothing about the claims. The reproductions' numbers are the "
               f"full-mode records in `{_rel(RESULTS_DIR)}/` (`{_rel(RESULTS_DIR)}/SUMMARY.md`).",
               ""]
-  lines += ["Verdicts: " + (", ".join(f"{v} {n}" for v, n in sorted(counts.items())) or "none"),
+  lines += [_crossdomain(records, results_dir), "## Every claim", "",
+            "Verdicts: " + (", ".join(f"{v} {n}" for v, n in sorted(counts.items())) or "none"),
             "", summary_table(records, results_dir, link_prefix=""), ""]
   have = {r["name"] for r in records}
   missing = [s.name for s in registry if s.name not in have]
@@ -599,6 +601,18 @@ def write_summary(results_dir: str = RESULTS_DIR, run: Sequence[StageResult] = (
   with open(path, "w") as f:
     f.write("\n".join(lines))
   return path
+
+
+def _crossdomain(records: Sequence[Mapping[str, Any]], results_dir: str) -> str:
+  """The cross-domain section (jaxrl_suite.repro.crossdomain) with its figure, drawn next to
+  SUMMARY.md as crossdomain.png (removed when no row has an interval, so no stale plot stays)."""
+  from jaxrl_suite.repro import crossdomain
+  os.makedirs(results_dir, exist_ok=True)
+  png = os.path.join(results_dir, CROSSDOMAIN_PNG)
+  drawn = crossdomain.figure(records, png)
+  if drawn is None and os.path.exists(png):
+    os.remove(png)
+  return crossdomain.section(records, CROSSDOMAIN_PNG if drawn else None)
 
 
 def readme_table(records: Sequence[Mapping[str, Any]], results_dir: str = RESULTS_DIR,
