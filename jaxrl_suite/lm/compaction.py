@@ -249,37 +249,76 @@ def rollout_config(harness: str, env: sl.StreamLedger, params: sl.EnvParams, win
 
 def make_mixed_train_step(cfg, vcfg, pcfg, env: sl.StreamLedger, params: sl.EnvParams, rcfg,
                           num_envs: int, horizons):
-  """Token-PPO on a mix of horizons: iteration i trains at H = horizons[i mod len(horizons)].
+  """Token-PPO on horizons mixed within every batch: of the `num_envs` trajectories of an
+  iteration, num_envs / len(horizons) run at each H in `horizons`, so trajectories of one
+  optimiser step differ in their number of windows (where token- and segment-level
+  normalisation part ways: `normalisation_bias`).
 
   Returns (init(params, vparams, ref_params) -> (TrainState, 0), step((state, i), key) ->
-  ((state, i + 1), metrics)); pure, one compiled program for every horizon (H is a traced
-  EnvParams field; `rcfg` must have the turns of the longest horizon: finished episodes idle),
-  vmappable over seeds. Every iteration is one `token_ppo.make_learner` update on `num_envs`
-  whole trajectories of one horizon, so the loss normalisation of an optimiser step never mixes
-  a trajectory's windows with part of another split (module doc of `lm.token_ppo`).
-  metrics: `token_ppo.rollout_metrics` and the learner's, plus "horizon" (the H trained).
+  ((state, i + 1), metrics)); pure, one compiled program (H is a traced EnvParams field; `rcfg`
+  has the turns of the longest horizon: finished episodes idle), vmappable over seeds.
+  A frozen summariser (rcfg.overflow.trainable False, no summary_fn) writes its summaries with
+  `ref_params` (the warm start), never with the policy being trained.
+  metrics: `token_ppo.rollout_metrics` and the learner's, plus "return_H{h}" and
+  "windows_H{h}" per horizon and "segment_bias" (`normalisation_bias` of the batch).
   """
   from jaxrl_suite.lm import rollout as lm_rollout
   from jaxrl_suite.lm import token_ppo
 
+  hs = tuple(int(h) for h in horizons)
+  if num_envs % len(hs) or (num_envs // len(hs)) % pcfg.group_size:
+    raise ValueError(f"num_envs={num_envs} must split evenly over horizons {hs} in groups of "
+                     f"{pcfg.group_size}")
+  sub = num_envs // len(hs)
   init_s, update = token_ppo.make_learner(cfg, vcfg, pcfg)
-  hs = jnp.asarray(tuple(horizons), jnp.int32)
   base = jax.tree.map(jnp.asarray, params)
+  ov = rcfg.overflow
+  frozen = isinstance(ov, lm_rollout.Compaction) and not ov.trainable and ov.summary_fn is None
 
   def init(p, vp, ref):
     return init_s(p, vp, ref), jnp.int32(0)
 
   def step(carry, key):
     state, i = carry
-    pe = base.replace(num_events=hs[i % hs.shape[0]])
     k_ro, k_up = jax.random.split(key)
-    ro = lm_rollout.multi_turn_rollout(cfg, state.params, env, pe, k_ro, num_envs, rcfg,
-                                       group_size=pcfg.group_size)
-    state, m = update(state, ro, k_up)
-    return (state, i + 1), {**token_ppo.rollout_metrics(ro), **m,
-                            "horizon": pe.num_events.astype(jnp.float32)}
+    parts, m = [], {}
+    for j, h in enumerate(hs):
+      pe = base.replace(num_events=jnp.asarray(h, base.num_events.dtype))
+      ro = lm_rollout.multi_turn_rollout(
+          cfg, state.params, env, pe, jax.random.fold_in(k_ro, j), sub, rcfg,
+          group_size=pcfg.group_size, summary_params=state.ref_params if frozen else None)
+      parts.append(ro)
+      m[f"return_H{h}"] = ro.returns.mean()
+      m[f"windows_H{h}"] = ro.num_segments.mean().astype(jnp.float32)
+    ro = jax.tree.map(lambda *x: jnp.concatenate(x, 0), *parts)
+    ro = ro._replace(group=jnp.arange(num_envs, dtype=jnp.int32) // pcfg.group_size)
+    state, mu = update(state, ro, k_up)
+    return (state, i + 1), {**token_ppo.rollout_metrics(ro), **mu, **m,
+                            "segment_bias": normalisation_bias(ro.trainable, "segment")}
 
   return init, step
+
+
+def normalisation_bias(trainable, norm: str):
+  """How unequally a normalisation weights the tokens of differently split trajectories.
+
+  trainable bool [B, K, W]. With w = `token_ppo.loss_weights(trainable, norm)`, the weight per
+  trainable token of trajectory b is m_b = sum_{k,i} w_bki / N_b (N_b its trainable tokens).
+  Returns the SD over trajectories with tokens of log m_b: exactly 0 for the token form (every
+  token weighs 1 / N); > 0 for the per-window mean ("segment") as soon as windows differ in
+  length: m_b = (windows_b / N_b) / sum windows, so a trajectory split into more, shorter
+  windows gets more weight per token (the compression bias). Pure; float32 [].
+  """
+  from jaxrl_suite.lm import token_ppo
+
+  t = trainable.astype(jnp.float32)
+  w = token_ppo.loss_weights(trainable, norm)
+  n = t.sum((1, 2))
+  ok = (n > 0).astype(jnp.float32)
+  y = jnp.log(jnp.maximum(w.sum((1, 2)), 1e-30) / jnp.maximum(n, 1.0))
+  cnt = jnp.maximum(ok.sum(), 1.0)
+  ym = (ok * y).sum() / cnt
+  return jnp.sqrt((ok * (y - ym) ** 2).sum() / cnt)
 
 
 def stepped_turns(ro, agent: bool):

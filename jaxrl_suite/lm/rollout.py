@@ -84,7 +84,8 @@ class Compaction:
   prompt: token ids shown before the summary (None: [<compact>]); summary_len: most summary
   tokens (the policy stops at `end_id`, None: <eoa>); prefix: ids put before the copied summary
   (None: [<sum>]); trainable: whether the summary tokens get gradient (False: a frozen
-  summarizer baseline, the tokens still come from the policy); summary_fn(env_state,
+  summarizer baseline; pass `summary_params` to `multi_turn_rollout` so the tokens are sampled
+  by the frozen parameters, not the policy); summary_fn(env_state,
   env_params) -> (ids int32 [summary_len], length int32 []) replaces the policy's summary by a
   harness-written one (oracle baseline: no prompt, not trainable); agent_trigger_id: an action
   starting with this id requests compaction (agent-triggered variant).
@@ -267,12 +268,18 @@ def _step_envs(env, env_params, env_keys, t, state, obs, act, stepped):
 def multi_turn_rollout(cfg: lm_model.LMConfig, params: Any, env: text_base.TextEnvironment,
                        env_params: Any, key: jax.Array, num_envs: int, rcfg: RolloutConfig,
                        *, group_size: int = 1,
-                       value_fn: Optional[Callable[[jax.Array], jax.Array]] = None) -> Rollout:
+                       value_fn: Optional[Callable[[jax.Array], jax.Array]] = None,
+                       summary_params: Any = None) -> Rollout:
   """Runs `num_envs` trajectories of up to H turns; pure, jittable, vmappable over keys.
 
   group_size G: trajectories b and b' with b // G == b' // G share the reset (and step) keys, so
   they face the same task instance (GRPO / GiGPO groups). value_fn(tokens [N, W]) -> [N, W]
   (`value.make_value_fn`) fills `values` after sampling (one pass over every window).
+  summary_params: parameters that write the summaries (a frozen summariser: the warm start).
+  None: the policy writes them. With them, each summary token is sampled from
+  p_frozen(x_i | window so far), the current window recomputed under summary_params (a
+  compaction is rare, so no second KV cache is kept); the policy's cache is still fed the tokens
+  (it is discarded when the new window starts).
   """
   if num_envs % group_size:
     raise ValueError(f"num_envs={num_envs} is not a multiple of group_size={group_size}")
@@ -330,13 +337,22 @@ def multi_turn_rollout(cfg: lm_model.LMConfig, params: Any, env: text_base.TextE
     return c._replace(cache=cache, logits=jnp.where(take[:, None], lg, c.logits),
                       pos=c.pos + jnp.where(active, length, 0))
 
-  def generate(c: _Carry, keys, n_max, end_id, kind, turn, active, trainable):
+  def frozen_logits(c: _Carry):
+    """Next-token logits [B, V] of summary_params at the current window's last written slot."""
+    seq = _cur_segment(c.tokens, c.seg)
+    lg, _ = model.apply({"params": summary_params}, seq[:, :w])
+    last = jnp.clip(c.pos - 1, 0, w - 1)
+    return jnp.take_along_axis(lg, last[:, None, None], axis=1)[:, 0]
+
+  def generate(c: _Carry, keys, n_max, end_id, kind, turn, active, trainable, frozen=False):
     """Samples up to n_max tokens (stopping after end_id) where active; returns (carry,
-    tokens [B, n_max] padded with <pad>, last flat index [B])."""
+    tokens [B, n_max] padded with <pad>, last flat index [B]). frozen: sample from
+    summary_params instead of the policy."""
 
     def body(carry, i):
       c, ended, last = carry
-      x = sampling.filter_logits(c.logits, rcfg.temperature, rcfg.top_k, rcfg.top_p)
+      logits = frozen_logits(c) if frozen else c.logits
+      x = sampling.filter_logits(logits, rcfg.temperature, rcfg.top_k, rcfg.top_p)
       ks = jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys, i)
       tok = jax.vmap(jax.random.categorical)(ks, x).astype(jnp.int32)
       logp = lm_model.token_log_probs(x, tok)
@@ -430,7 +446,7 @@ def multi_turn_rollout(cfg: lm_model.LMConfig, params: Any, env: text_base.TextE
       p = jnp.broadcast_to(jnp.asarray(comp.prompt, jnp.int32), (b, len(comp.prompt)))
       c = append_block(c, p, jnp.full((b,), len(comp.prompt), jnp.int32), go, KIND_PROMPT, turn)
       c, summ, _ = generate(c, k_sum, comp.summary_len, comp.end_id, KIND_SUMMARY, turn, go,
-                            comp.trainable)
+                            comp.trainable, frozen=summary_params is not None)
       is_end = summ == comp.end_id
       summ_len = jnp.where(is_end.any(1), jnp.argmax(is_end, axis=1), comp.summary_len)
       summ = jnp.where(jnp.arange(comp.summary_len)[None] < summ_len[:, None], summ,

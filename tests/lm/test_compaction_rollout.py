@@ -150,3 +150,76 @@ def test_corpus_p_query_sets_the_share_of_answered_blocks():
     return int(((np.asarray(toks) == sl.QUERY) & live).sum())
   assert queries(1.0) == 4 * 1 + 4 * 2        # 8 rows: 4 with one block, 4 with two
   assert queries(0.0) == 0
+
+
+def _teacher_logp(params, ro):
+  """float64 log p_params(x_i | window[:i]) of every recorded token [B, K, W] (temperature 1)."""
+  b, k, w = ro.tokens.shape
+  lg, _ = lm_model.DecoderLM(CFG).apply({"params": params}, ro.tokens.reshape(b * k, w))
+  lp = np.asarray(jax.nn.log_softmax(lg.astype(jnp.float32)), np.float64)
+  tok = np.asarray(ro.tokens).reshape(b * k, w)
+  out = np.zeros((b * k, w))
+  out[:, 1:] = np.take_along_axis(lp[:, :-1], tok[:, 1:, None], axis=2)[..., 0]
+  return out.reshape(b, k, w)
+
+
+def test_frozen_summariser_samples_with_the_warm_start_not_the_policy(policy):
+  """The summaries of a frozen summariser come from `summary_params`: the log-probability
+  recorded for each summary token equals the warm start's teacher-forced one and not the
+  policy's (the defect of issue 36: the policy wrote them, so they drifted during RL)."""
+  warm = lm_model.init_params(CFG, jax.random.PRNGKey(5))
+  rcfg = comp.rollout_config("frozen", ENV, P, 64)
+  ro = jax.jit(lambda k: lm_rollout.multi_turn_rollout(
+      CFG, policy, ENV, P, k, 4, rcfg, summary_params=warm))(jax.random.PRNGKey(1))
+  summ = np.asarray(ro.kind) == lm_rollout.KIND_SUMMARY
+  assert summ.any()
+  rec = np.asarray(ro.log_probs, np.float64)[summ]
+  np.testing.assert_allclose(rec, _teacher_logp(warm, ro)[summ], atol=2e-4)
+  assert np.abs(rec - _teacher_logp(policy, ro)[summ]).max() > 1e-2
+  # Actions are still the policy's.
+  act = np.asarray(ro.kind) == lm_rollout.KIND_ACTION
+  np.testing.assert_allclose(np.asarray(ro.log_probs, np.float64)[act],
+                             _teacher_logp(policy, ro)[act], atol=2e-4)
+  # Without summary_params the policy writes them (the trained harness).
+  ro2 = _rollout(policy, "compaction")
+  s2 = np.asarray(ro2.kind) == lm_rollout.KIND_SUMMARY
+  np.testing.assert_allclose(np.asarray(ro2.log_probs, np.float64)[s2],
+                             _teacher_logp(policy, ro2)[s2], atol=2e-4)
+
+
+def test_mixed_batch_segment_normalisation_is_biased_and_token_is_not(policy):
+  """Horizons mixed within a batch give trajectories different numbers of windows; the token
+  form weighs every token alike (SD of log weight per token 0), the per-window mean does not."""
+  p = P.replace(num_events=8)
+  ro_s = _rollout(policy, "compaction", n=4, key=2)
+  rcfg = comp.rollout_config("compaction", ENV, P, 64)
+  ro_l = jax.jit(lambda k: lm_rollout.multi_turn_rollout(CFG, policy, ENV, p, k, 4, rcfg))(
+      jax.random.PRNGKey(3))
+  ro = jax.tree.map(lambda *x: jnp.concatenate(x, 0), ro_s, ro_l)
+  assert len(set(np.asarray(ro.num_segments).tolist())) > 1
+  assert float(comp.normalisation_bias(ro.trainable, "token")) < 1e-5
+  assert float(comp.normalisation_bias(ro.trainable, "segment")) > 0.05
+  # A float64 reference of the segment form's per-token weights.
+  t = np.asarray(ro.trainable, np.float64)
+  per_win = t.sum(2)
+  w = np.where(per_win[..., None] > 0, t / np.maximum(per_win[..., None], 1), 0) / (per_win > 0).sum()
+  m = w.sum((1, 2)) / t.sum((1, 2))
+  np.testing.assert_allclose(float(comp.normalisation_bias(ro.trainable, "segment")),
+                             np.log(m).std(), rtol=1e-4)
+
+
+def test_mixed_train_step_mixes_horizons_and_freezes_the_summariser(policy):
+  """One compiled step: both horizons in one batch, per-horizon metrics, and the frozen
+  harness's summaries from ref_params (a policy update leaves them unchanged)."""
+  vcfg = lm_value.ValueConfig("shared")
+  pcfg = token_ppo.TokenPPOConfig(epochs=1, num_minibatches=1)
+  rcfg = comp.rollout_config("frozen", ENV, P, 64)
+  init, step = comp.make_mixed_train_step(CFG, vcfg, pcfg, ENV, P, rcfg, 4, (8, 16))
+  vp = lm_value.init_value_params(vcfg, CFG, jax.random.PRNGKey(2))
+  (st, i), m = jax.jit(step)(init(policy, vp, policy), jax.random.PRNGKey(0))
+  assert int(i) == 1
+  for h in (8, 16):
+    assert np.isfinite(float(m[f"return_H{h}"])) and float(m[f"windows_H{h}"]) >= 1.0
+  assert float(m["segment_bias"]) >= 0.0
+  with pytest.raises(ValueError, match="split evenly"):
+    comp.make_mixed_train_step(CFG, vcfg, pcfg, ENV, P, rcfg, 3, (8, 16))
