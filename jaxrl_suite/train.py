@@ -188,8 +188,7 @@ def check_env_fits_agent(config, env, env_params) -> None:
     raise ValueError(
         f"{where} has a continuous ({type(act_space).__name__}) action space; "
         f"config.agent={agent!r} (like {', '.join(a for a in _DISCRETE_AGENTS if a != agent)}) "
-        "acts over discrete actions and no Gaussian policy is implemented: pick an environment "
-        "with discrete actions")
+        "acts over discrete actions: use --config.agent=gaussian")
 
 
 def _integral_floats_to_int(config, names) -> None:
@@ -424,6 +423,18 @@ def _check_env(name: str) -> None:
                       f"valid names: {', '.join(valid)}")
 
 
+def _pick_box_agent(config) -> None:
+  """The default mlp agent on a Box action space becomes the Gaussian agent (before any resume
+  check, so the stored config names the agent that ran)."""
+  if config.get("agent", "mlp") != "mlp":
+    return
+  env, params = registry.make(config.env_name, **dict(config.get("env_kwargs", {})))
+  space = env.action_space(params)
+  if not hasattr(space, "n") and hasattr(env.observation_space(params), "shape"):
+    config.agent = "gaussian"
+    print(f"{config.env_name} has continuous actions: agent=gaussian (tanh-squashed Gaussian)")
+
+
 def main(argv):
   if len(argv) > 1:
     raise cli.UserError(f"unexpected arguments {argv[1:]}; flags are --name=value")
@@ -444,6 +455,7 @@ def main(argv):
   if _ENV.value is not None:
     _check_env(_ENV.value)
     config.env_name = _ENV.value
+    _pick_box_agent(config)
   if _WORKDIR.value:
     workdir = _WORKDIR.value
   elif _CONFIG_FILE is not None:

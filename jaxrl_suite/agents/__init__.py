@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ml_collections
 
-AGENTS = ("mlp", "gru", "entities", "ballast_v1", "ballast_v2")
+AGENTS = ("mlp", "gru", "entities", "ballast_v1", "ballast_v2", "gaussian")
 
 
 def default_configs() -> dict:
@@ -85,6 +85,10 @@ def make(config, vec):
     return entities.make(vec.num_actions, vec.obs_shape, e.embed_dim, e.num_heads, e.num_layers,
                          e.mask_feature, e.type_feature, e.num_types, centralised,
                          num_agents=vec.num_agents)
+  if name == "gaussian":   # Box actions: tanh-squashed diagonal Gaussian (agents/gaussian.py)
+    from jaxrl_suite.agents import gaussian
+    space = vec.raw_env.action_space(vec.params)
+    return gaussian.make(space.low, space.high, tuple(config.hidden_sizes), config.activation)
   if name == "ballast_v1":
     from jaxrl_suite.agents import ballast
     return ballast.make_v1(config, vec.raw_env, vec.params)
