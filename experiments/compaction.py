@@ -141,8 +141,9 @@ def train_variant(config, env, p, cfg, params0, variant, seed_keys, progress=Tru
 
   def vstep(st, k):
     st, m = jax.vmap(step)(st, jax.random.split(k, s))
-    return st, {n: m[n] for n in ("return", "windows", "invalid", "clip_frac", "approx_kl",
-                                  "horizon")}
+    names = ("return", "windows", "invalid", "clip_frac", "approx_kl", "segment_bias",
+             *(f"{q}_H{h}" for q in ("return", "windows") for h in config.train_events))
+    return st, {n: m[n] for n in names}
 
   t0 = time.time()
   state, curves = lm_pretrain.run_chunked(
@@ -397,7 +398,7 @@ def analyse(config, rows, curves, mass, exact):
          "first | windows last |", "|---|---|---|---|---|---|---|"]
   for v, c in curves.items():
     for h in trains:
-      y, wn = at_horizon(c["return"], c["horizon"], h), at_horizon(c["windows"], c["horizon"], h)
+      y, wn = c[f"return_H{h}"], c[f"windows_H{h}"]
       (r0, r1), (w0, w1) = edge_means(y), edge_means(wn)
       md.append(f"| {v} | {h} | {fmt(r0)} | {fmt(r1)} | {fmt(late_slope(y))} | {fmt(w0, 2)} | "
                 f"{fmt(w1, 2)} |")
@@ -425,7 +426,7 @@ def analyse(config, rows, curves, mass, exact):
     for h in trains:
       dt = {}
       for v in ("agent_token", "agent_segment"):
-        w0, w1 = edge_means(at_horizon(curves[v]["windows"], curves[v]["horizon"], h))
+        w0, w1 = edge_means(curves[v][f"windows_H{h}"])
         dt[v] = w1 - w0
       parts_d.append(f"H={h}: token {fmt(dt['agent_token'], 2)}, segment "
                      f"{fmt(dt['agent_segment'], 2)}, token - segment "
@@ -447,7 +448,7 @@ def analyse(config, rows, curves, mass, exact):
   if "token_cross" in curves:
     c = curves["token_cross"]
     slope_text = "; training-return late slope (/10 it) " + ", ".join(
-        f"H={h} {fmt(late_slope(at_horizon(c['return'], c['horizon'], h)))}" for h in trains)
+        f"H={h} {fmt(late_slope(c['return_H' + str(h)]))}" for h in trains)
   rl = rows["token_cross"][h_long]["final_acc"]
   base = rows["no_rl_summariser"][h_long]["final_acc"]
   top = rows["oracle_summary"][h_long]["final_acc"]
@@ -515,7 +516,7 @@ def plot(config, rows, curves, path):
     main = v == "token_cross"
     color = None
     for h in trains:
-      y = at_horizon(c["return"], c["horizon"], h)
+      y = c[f"return_H{h}"]
       line, = ax[1, 0].plot(y.mean(0), styles[h], color=color, label=f"{v} H={h}",
                             lw=2.0 if main else 0.8, alpha=1.0 if main else 0.6)
       color = line.get_color()
@@ -523,7 +524,7 @@ def plot(config, rows, curves, path):
         band = np.array([ci(y[:, i]) for i in range(y.shape[1])])
         ax[1, 0].fill_between(np.arange(len(band)), band[:, 1], band[:, 2], alpha=0.2,
                               color=color)
-      ax[1, 1].plot(at_horizon(c["windows"], c["horizon"], h).mean(0), styles[h], color=color,
+      ax[1, 1].plot(c[f"windows_H{h}"].mean(0), styles[h], color=color,
                     label=f"{v} H={h}", lw=2.0 if main else 0.8)
   ax[1, 0].set_title("training return per training horizon (iterations of that horizon)")
   ax[1, 1].set_title("windows per episode during training")
