@@ -125,8 +125,9 @@ def _short_error(res, *needles):
      ["config.log_every must be a positive integer, got 0"]),
     (["--env=CartPole-v1", "--algo=dqn"], ["--algo=dqn: unknown algorithm; one of ppo, reinforce"]),
     (["--env=CartPole-v1", "--config.algo=reinforce"], ["--algo=reinforce"]),
-    (["--env=Pendulum-v1"], ["config.env_name 'Pendulum-v1' has a continuous (Box) action space",
-                             "pick an environment with discrete actions"]),
+    (["--env=Pendulum-v1", "--config.agent=gru"],
+     ["config.env_name 'Pendulum-v1' has a continuous (Box) action space",
+      "use --config.agent=gaussian"]),
     (["--env=KVLookup-v0"], ["'KVLookup-v0' has Dict observations", "jaxrl_suite.lm"]),
 ])
 def test_bad_values_stop_before_compiling_in_two_lines(repo_root, tmp_path, args, needles):
