@@ -8,10 +8,16 @@ Step entropy (multi-token action: mean token entropy over the action's tokens)
     H_t = (1/|a_t|) sum_{j in a_t} -sum_v pi(v | h_t, a_t,<j) log pi(v | h_t, a_t,<j)
 Normalised entropy against the agent's own average behaviour in the same state kappa_t
 (groups = the G rollouts of a task instance; hierarchical: episode group -> state group):
-    mu(k), sigma(k) = mean, std {H_s : kappa_s = k, s in the group}      if count >= min_count
-                    = EMA across iterations (decay 0.9) of the batch stats of k   elif seen before
-                    = mean, std of all steps of the task-instance group            otherwise
-    z_t = (H_t - mu(kappa_t)) / (sigma(kappa_t) + eps),      ratio_t = H_t / (mu(kappa_t) + eps)
+leave-one-out: step t is compared with the OTHER steps of its state, never with itself,
+    mu_t, sigma_t = mean, population std {H_s : kappa_s = kappa_t, s != t, s in the group}
+                                                              if #{s != t} >= min_count
+                  = EMA across iterations (decay 0.9) of the batch stats of kappa_t  elif seen
+                  = mean, std of the other steps of the task-instance group          otherwise
+    z_t = (H_t - mu_t) / (sigma_t + eps),      ratio_t = H_t / (mu_t + eps)
+Why leave-one-out: with the step inside its own group's mean and std, z_t <= sqrt(n - 1) for a
+state seen n times (the step drags the mean towards itself and inflates the std), so z > 2 was
+impossible below n = 6 and a drifted step in a rarely visited state could never be flagged.
+Without self, z is unbounded: one step far from its state's other visits gets a large z.
 Outlier rule o_t = 1[z_t > 2] (ablations: |z| > 2, top 10% of the batch).
 STAPO advantage on outlier steps ("trajectory-aware reward" + "trajectory-independent penalty"):
     A'_t = A^step_t(kappa_t) - c 1[R(tau) = 0]
@@ -86,40 +92,48 @@ class Normalised(NamedTuple):
   ratio: jax.Array    # [B, T] ratio form H / mu
   mean: jax.Array     # [B, T] mu(kappa_t) used
   std: jax.Array      # [B, T] sigma(kappa_t) used
-  count: jax.Array    # [B, T] int32 number of steps with the same key in the group (incl. self)
+  count: jax.Array    # [B, T] int32 steps with the same key in the group (incl. self; stats exclude it)
   source: jax.Array   # [B, T] int32 SOURCE_GROUP / SOURCE_EMA / SOURCE_TASK
 
 
 def group_state_stats(h: jax.Array, keys: jax.Array, valid: jax.Array, group_size: int):
-  """Same-key (count, mean, std) within each group of `group_size` episodes: [B, T] each.
+  """Leave-one-out same-key statistics within each group of `group_size` episodes.
 
+  Returns (count, mean, std), each [B, T]: count = number of valid steps with the same key in
+  the group INCLUDING the step itself (so `recurrence` reads it as before); mean and population
+  std are over the OTHER count - 1 such steps (0 when there are none):
+      mu_t = sum_{s != t, k_s = k_t} H_s / (n_t - 1),  sd_t^2 = sum_{s != t} (H_s - mu_t)^2 / (n_t - 1)
   Pairwise comparison inside a group (n = G*T steps, n^2 compares): exact and shape-static.
   """
   b, t = h.shape
   ng = b // group_size
-  hg = h.reshape(ng, group_size * t).astype(jnp.float32)
-  kg = keys.reshape(ng, group_size * t)
-  vg = valid.reshape(ng, group_size * t)
+  n = group_size * t
+  hg = h.reshape(ng, n).astype(jnp.float32)
+  kg = keys.reshape(ng, n)
+  vg = valid.reshape(ng, n)
   same = (kg[:, :, None] == kg[:, None, :]) & vg[:, :, None] & vg[:, None, :]
-  w = same.astype(jnp.float32)
-  cnt = w.sum(-1)
-  mu = (w * hg[:, None, :]).sum(-1) / jnp.maximum(cnt, 1.0)
-  var = (w * (hg[:, None, :] - mu[..., None]) ** 2).sum(-1) / jnp.maximum(cnt, 1.0)
+  cnt = same.sum(-1)
+  w = (same & ~jnp.eye(n, dtype=bool)[None]).astype(jnp.float32)   # others only
+  n_o = jnp.maximum(w.sum(-1), 1.0)
+  mu = (w * hg[:, None, :]).sum(-1) / n_o
+  var = (w * (hg[:, None, :] - mu[..., None]) ** 2).sum(-1) / n_o
   rs = lambda x: x.reshape(b, t)  # noqa: E731
   return rs(cnt).astype(jnp.int32), rs(mu), rs(jnp.sqrt(var))
 
 
 def task_stats(h: jax.Array, valid: jax.Array, group_size: int):
-  """Mean and std of all valid steps of each task-instance group, broadcast to [B, T]."""
+  """Leave-one-out mean and std of the task-instance group: over the group's OTHER valid steps
+  (same reason as `group_state_stats`), [B, T] each."""
   b, t = h.shape
   ng = b // group_size
   hg = h.reshape(ng, -1).astype(jnp.float32)
   vg = valid.reshape(ng, -1).astype(jnp.float32)
-  n = jnp.maximum(vg.sum(-1, keepdims=True), 1.0)
-  mu = (hg * vg).sum(-1, keepdims=True) / n
-  sd = jnp.sqrt(((hg - mu) ** 2 * vg).sum(-1, keepdims=True) / n)
-  full = lambda x: jnp.broadcast_to(x, hg.shape).reshape(b, t)  # noqa: E731
-  return full(mu), full(sd)
+  n_o = jnp.maximum(vg.sum(-1, keepdims=True) - vg, 1.0)
+  s1 = (hg * vg).sum(-1, keepdims=True) - hg * vg
+  s2 = (hg * hg * vg).sum(-1, keepdims=True) - hg * hg * vg
+  mu = s1 / n_o
+  sd = jnp.sqrt(jnp.maximum(s2 / n_o - mu ** 2, 0.0))
+  return mu.reshape(b, t), sd.reshape(b, t)
 
 
 def normalised_entropy(h: jax.Array, keys: jax.Array, valid: jax.Array, group_size: int,
@@ -128,10 +142,11 @@ def normalised_entropy(h: jax.Array, keys: jax.Array, valid: jax.Array, group_si
   """State-normalised entropy z and ratio forms of step entropy h [B, T] (module docstring).
 
   `ema` is the state before this batch (None: no EMA fallback, rare keys use the task mean).
+  `min_count`: the number of OTHER same-key steps in the group needed to use the group stats.
   """
   cnt, mu_g, sd_g = group_state_stats(h, keys, valid, group_size)
   mu_t, sd_t = task_stats(h, valid, group_size)
-  use_group = cnt >= min_count
+  use_group = cnt - 1 >= min_count
   if ema is None:
     use_ema = jnp.zeros_like(use_group)
     mu_e = sd_e = jnp.zeros_like(mu_g)

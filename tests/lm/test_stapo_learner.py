@@ -85,15 +85,18 @@ def test_every_method_runs_in_one_vmapped_program():
   for n in ("grpo", "gigpo", "empg", "mask8020"):
     assert m["outlier_share"][i[n]] == 0.0 and (n == "mask8020" or m["kept_tokens"][i[n]] == 1)
   assert 0.1 < m["kept_tokens"][i["mask8020"]] < 0.5
-  assert m["kept_tokens"][i["stapo_only"]] <= 1.0 and m["kept_tokens"][i["stapo"]] == 1.0
-  assert m["outlier_share"][i["stapo"]] == m["outlier_share"][i["stapo_only"]]
+  assert m["kept_tokens"][i["stapo"]] == 1.0
+  # stapo_only trains the outlier turns only: some but not all tokens when some turns are
+  # outliers (the leave-one-out detector fires on a random policy's noisy entropies)
+  assert 0.0 < m["outlier_share"][i["stapo_only"]] < 0.5
+  assert 0.0 < m["kept_tokens"][i["stapo_only"]] < 1.0
   assert (np.asarray(carry[0].step) == 1).all()
-  # a random start has zero returns: GRPO's advantages vanish (no update), EMPG's
-  # future-clarity bonus does not (its parameters move)
+  # a random start never succeeds (known answer of this env), so every return is 0: GRPO's
+  # advantages vanish (no update), EMPG's future-clarity bonus does not (its parameters move)
+  assert float(m["success"][0]) == 0.0 and float(m["return"][0]) == 0.0
   flat = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(carry[0].params)
   flat0 = jax.flatten_util.ravel_pytree(params)[0]
-  if float(m["success"][0]) == 0.0:
-    assert float(jnp.abs(flat[i["grpo"]] - flat0).max()) == 0.0
+  assert float(jnp.abs(flat[i["grpo"]] - flat0).max()) == 0.0
   assert float(jnp.abs(flat[i["empg"]] - flat0).max()) > 0
 
 
