@@ -34,6 +34,18 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.support_k = 10
   c.support_min_ess_frac = 0.01
   c.support_max_rare_share = 0.05
+  # interval under heavy ratio tails (ope/interval.py): studentized t on the influence values plus
+  # refusal rules. The thresholds were chosen on development pools drawn with seeds 12345 and 777
+  # (10 and 20 severe MDPs); the full run judges them on a pool drawn with fresh_family_seed,
+  # which was never run before the full record (issue 39). Quick mode reuses a development seed.
+  c.fresh_family_seed = 39_039_001
+  c.fresh_family_mdps = 20
+  c.fresh_family_seeds = 200
+  c.fresh_min_pass = 10           # an MDP's coverage at an n counts when >= this many pass there
+  c.interval_max_cond = 1e10
+  c.interval_min_ident_t = 2.0
+  c.interval_min_cell_count = 1.0   # every (s, a) cell visited at least once
+  c.interval_max_cell_excess = 4.0  # no (s, a) cell carries > 4/num_cells of the fitted target mass
   # ill-conditioning sweep (ratio stays realizable, A -> singular)
   c.sweep_fracs = [0.0, 0.5, 0.9, 0.99, 0.999, 1.0]
   c.sweep_n = 10_000
@@ -60,6 +72,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.family_population_mdps = 40
     c.family_mdps = 3
     c.family_seeds = 100
+    c.fresh_family_seed = 777       # a development seed: quick mode is a smoke check
+    c.fresh_family_mdps = 4
+    c.fresh_family_seeds = 100
     c.sweep_seeds = 100
     c.dope_traj = 100
     c.dope_seeds = 12
@@ -74,7 +89,8 @@ def validate(c: ml_collections.ConfigDict) -> None:
   """Raises ValueError naming the first bad field."""
   positive = ["hub_seeds", "fqe_iters", "iid_check_n", "iid_check_seeds", "boot_seeds", "num_boot",
               "family_population_mdps", "family_mdps", "family_seeds", "sweep_n", "sweep_seeds",
-              "dope_policies", "dope_traj", "dope_horizon", "dope_seeds", "dope_fqe_iters",
+              "fresh_family_mdps", "fresh_family_seeds", "fresh_min_pass",
+              "interval_max_cond", "interval_max_cell_excess", "dope_policies", "dope_traj", "dope_horizon", "dope_seeds", "dope_fqe_iters",
               "cartpole_episodes", "cartpole_mc_episodes", "cartpole_boot", "support_k"]
   for f in positive:
     if int(c[f]) <= 0:
@@ -169,6 +185,21 @@ CLAIMS = (
              "that",
          selection="the severe pool (rho > 1) as above; diagnostic thresholds (support_k, "
                    "support_min_ess_frac, support_max_rare_share) set a priori in this config"),
+    dict(id="fore.honest_interval_coverage.v1",
+         text="The studentized interval with refusal rules covers >= 0.90 among the estimates it "
+              "does not refuse, at every n, on fresh severe-shift MDPs",
+         paper="(not in the blog; issue 39: the Wald interval's all-pass coverage is far below "
+               "nominal under severe shift)",
+         statistic="per fresh severe-family MDP (seed fresh_family_seed, never used while "
+                   "choosing the rules), the lowest coverage of the studentized interval among "
+                   "its passing estimates over the n at which at least fresh_min_pass of its "
+                   "data seeds pass, minus 0.95 (MDPs with no such n have no value)",
+         unit="seed", kind="non_inferiority", margin=0.05,
+         why="margin 0.05 below 0.95 is the issue's bar (coverage >= 0.90); the lowest value "
+             "over n makes it an 'at every n' statement per MDP",
+         selection="rules (interval_* fields) chosen on development pools (seeds 12345, 777) "
+                   "before the fresh pool was drawn; the severe pool keeps MDPs with "
+                   "population FQE rho > 1, chosen from the population model"),
     dict(id="fore.fqe_diverges.v1",
          text="Plain iterative FQE diverges on the same data (infinite data)",
          paper="design: rho = 1.1516 on the hub",

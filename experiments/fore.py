@@ -22,6 +22,7 @@ Run: python -m experiments.fore [--quick]   (see configs/fore.py)
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
 import sys
@@ -384,6 +385,23 @@ def _nanmean(x) -> float | None:
 # ------------------------------------------------------------------------------------------------
 # C. ill-conditioning sweep
 # ------------------------------------------------------------------------------------------------
+def honest(cfg):
+  """Section B2: the studentized interval with refusal rules on a FRESH severe pool (its own seed,
+  cfg.fresh_family_seed, untouched while the rules were chosen), coverage among passing
+  estimates by n and the refusal rate (jaxrl_suite.ope.coverage)."""
+  from jaxrl_suite.ope import coverage as C
+  from jaxrl_suite.ope import interval as I
+  rng = np.random.default_rng(cfg.fresh_family_seed)
+  rules = I.RefusalRules(max_cond=float(cfg.interval_max_cond),
+                         min_ident_t=float(cfg.interval_min_ident_t),
+                         min_cell_count=float(cfg.interval_min_cell_count),
+                         max_cell_excess=float(cfg.interval_max_cell_excess))
+  pool = C.shifted_pool(rng, "severe", cfg.fresh_family_mdps)
+  out = C.interval_coverage(pool, rng, cfg.ns, cfg.fresh_family_seeds, rules, cfg.fresh_min_pass)
+  out["seed"] = int(cfg.fresh_family_seed)
+  return out
+
+
 def sweep(cfg, k, rng):
   import jax.numpy as jnp
   from jaxrl_suite.ope import fore as F
@@ -679,6 +697,13 @@ def _claims(R, U):
                f"{r['n']:.0e}: {_f2(r['coverage_all_pass'])} ({r['all_pass_frac']:.0%} pass)"
                for r in sev) + ". The oracle column of section B (true target mass on "
            "never-sampled (s, a)) shows why: those cells are absent from the moment equations")
+  H = R["honest"]
+  add("fore.honest_interval_coverage.v1", H["min_coverage_per_mdp"], 0.95,
+      note=f"fresh pool (seed {H['seed']}, {H['mdps']} MDPs x {H['seeds']} data seeds); "
+           "pooled coverage among passing estimates, refusal rate: " + ", ".join(
+               f"{r['n']:.0e}: {_f2(r['coverage_pass'])} ({r['refused_frac']:.0%} refused)"
+               for r in H["rows"]) + "; the Wald interval on the same passing estimates: " +
+           ", ".join(f"{r['n']:.0e}: {_f2(r['wald_coverage_pass'])}" for r in H["rows"]))
   add("fore.fqe_diverges.v1", [hp["fqe_rho"]],
       note=f"rho = {hp['fqe_rho']:.4f}; |J_FQE| after 200 iters = "
            f"{_fmt(hp['fqe_values']['200'])}; finite-n median |J_FQE(K={cfg['fqe_iters']})| at "
@@ -761,6 +786,61 @@ def _details_md(claims):
   return L + [""]
 
 
+def _honest_md(H):
+  """Section B2's table: coverage among passing estimates and refusal rate by n."""
+  f3 = lambda x: "-" if x is None else f"{x:.3f}"
+  L = ["## B2. Studentized interval with refusal rules, fresh severe pool", "",
+       f"Pool drawn with seed {H['seed']} ({H['mdps']} MDPs with diverging FQE x {H['seeds']} "
+       f"data seeds), rules {H['rules']}. Coverage is pooled over MDPs and seeds among the "
+       "estimates that pass (Wilson 95% CI); 'Wald on passing' uses 1.96 se on the same "
+       "estimates.", "",
+       "| n | passed / total | refused | coverage among passing [95% CI] | Wald on passing | "
+       "refused by (share of all) |", "|---|---|---|---|---|---|"]
+  for r in H["rows"]:
+    lo, hi = r["coverage_pass_ci"]
+    by = ", ".join(f"{k} {v:.2f}" for k, v in r["refused_by"].items() if v > 0)
+    ci = "-" if r["coverage_pass"] is None else f"{r['coverage_pass']:.3f} [{lo:.3f}, {hi:.3f}]"
+    L.append(f"| {r['n']:.0e} | {r['passed']} / {r['total']} | {r['refused_frac']:.2f} | {ci} | "
+             f"{f3(r['wald_coverage_pass'])} | {by or '-'} |")
+  return L + [""]
+
+
+DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "fore.md")
+
+
+def write_docs_block(tag: str, lines, path: str = DOCS) -> None:
+  """Replaces the text between `<!-- {tag}:begin -->` and `<!-- {tag}:end -->` in docs/fore.md
+  with `lines`: the docs' figures are written by the run that measured them, never typed."""
+  begin, end = f"<!-- {tag}:begin -->", f"<!-- {tag}:end -->"
+  text = open(path).read()
+  i, j = text.find(begin), text.find(end)
+  if i < 0 or j < i:
+    raise ValueError(f"{path}: markers {begin} ... {end} not found; add them where the block goes")
+  with open(path, "w") as f:
+    f.write(text[:i + len(begin)] + "\n" + "\n".join(lines) + "\n" + text[j:])
+
+
+def _docs_lines(R, claims, commit_note):
+  """The docs' results block: the verdict table and the severe family's coverage by n."""
+  from jaxrl_suite.core.results import verdict_table
+  f3 = lambda x: "-" if x is None else f"{x:.3f}"
+  sev = {r["n"]: r for r in R["families"]["severe"]["finite"]}
+  L = [commit_note, "", verdict_table(claims), "",
+       "Severe family, coverage by n. Wald columns: the design's pool (seed `config.seed`); "
+       "'all pass' = identified (ident_t >= 2) and support not flagged. Last columns: the "
+       "studentized interval with refusal rules on the fresh pool (seed "
+       f"{R['honest']['seed']}), coverage among the estimates it does not refuse.", "",
+       "| n | Wald, all estimates | Wald, all diagnostics pass (share passing) | studentized + rules, "
+       "passing [95% CI] | refused |", "|---|---|---|---|---|"]
+  for h in R["honest"]["rows"]:
+    w = sev.get(h["n"], {})
+    lo, hi = h["coverage_pass_ci"]
+    ci = "-" if h["coverage_pass"] is None else f"{h['coverage_pass']:.3f} [{lo:.3f}, {hi:.3f}]"
+    L.append(f"| {h['n']:.0e} | {f3(w.get('coverage'))} | {f3(w.get('coverage_all_pass'))} "
+             f"({w.get('all_pass_frac', 0):.2f}) | {ci} | {h['refused_frac']:.2f} |")
+  return L
+
+
 def _markdown(R, claims=()):
   hp, hf = R["hub_population"], R["hub_finite"]
   L = _details_md(claims) + ["## A. Hub-and-spoke MDP (J = 45/38 = 1.184211)", "",
@@ -826,6 +906,7 @@ def _markdown(R, claims=()):
             "every diagnostic can pass, and the interval is centred on the wrong value. The support "
             "diagnostic warns one step earlier (mass resting on a handful of samples); the oracle column "
             "measures what is left over.", ""]
+  L += _honest_md(R["honest"])
   for name, S in R["sweep"].items():
     L += [f"## C. Ill-conditioning sweep {name} (J = {S['J']:.4f}; ratio residual stays ~1e-16)", "",
           "| t / t* | sigma_min (population) | median abs err (n=1e4) | sd | refused by check (singular or ident_t<2) | Wald cov. (kept) |",
@@ -930,6 +1011,7 @@ def _run(config, quick: bool, workdir: str, results_dir=None) -> dict:
   R["hub_population"] = hub_population()
   R["hub_finite"] = hub_finite(config, k, rng, keys[0])
   R["families"] = families(config, k, rng)
+  R["honest"] = honest(config)
   R["sweep"] = sweep(config, k, rng)
   R["dope"] = dope(config, keys[1], rng)
   R["cartpole"] = cartpole_rlds(config, keys[2], workdir)
@@ -947,6 +1029,13 @@ def _run(config, quick: bool, workdir: str, results_dir=None) -> dict:
                 wall_time_s=time.time() - t0, payload=payload, markdown=_markdown(R, claims), results_dir=results_dir)
   R["claims"] = claims
   R["results_dir"] = results_dir      # where the record went: main() says so
+  if not quick and results_dir == output_dir("full"):
+    rec = json.load(open(os.path.join(results_dir, f"{NAME}.json")))
+    prov = rec.get("provenance", {})
+    write_docs_block("fore:results", _docs_lines(R, claims, (
+        f"Written by `python -m experiments.fore` (full mode) at commit "
+        f"{prov.get('commit', '?')} (dirty: {prov.get('dirty', '?')}), "
+        f"{time.time() - t0:.0f} s wall.")))
   return R
 
 

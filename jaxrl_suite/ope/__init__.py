@@ -1,5 +1,7 @@
 """jaxrl_suite.ope: off-policy evaluation.
 
+`interval`   studentized interval with refusal rules (returns which interval and why);
+`coverage`   coverage of the intervals on tabular families with exact answers.
 `fore`       closed-form FORE = linear MWL / IV-LSTDQ estimator, sandwich/bootstrap CIs,
              diagnostics, vmapped and chunked forms, (ratio-weighted) fitted Q iteration.
 `baselines`  FQE, LSTDQ, BRM, MWL, DualDICE, GradientDICE, IS, WIS, PDIS, WPDIS, DR.

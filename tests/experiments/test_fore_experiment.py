@@ -34,7 +34,7 @@ def test_tiny_end_to_end(tmp_path):
                 boot_ns=[1000], boot_seeds=10, num_boot=50, family_population_mdps=6, family_mdps=1,
                 family_seeds=10, sweep_seeds=10, dope_policies=5, dope_traj=20, dope_horizon=20,
                 dope_seeds=3, dope_fqe_iters=50, cartpole_episodes=6, cartpole_mc_episodes=50,
-                cartpole_boot=20))
+                cartpole_boot=20, fresh_family_mdps=1, fresh_family_seeds=10))
   import jax
   was_x64 = jax.config.read("jax_enable_x64")
   R = exp.run(c, quick=True, workdir=str(tmp_path / "wd"), results_dir=str(tmp_path / "res"))
@@ -55,6 +55,13 @@ def test_tiny_end_to_end(tmp_path):
   assert len(dope) == 1 and "descriptive" in dope[0]["claim"]
   assert dope[0]["verdict"] == verdicts.DESCRIPTIVE
   assert "FORE = LSTDQ = MWL = DualDICE = GradientDICE" in dope[0]["note"]  # one entry, not ranked
+  # the heavy-tail interval's section: every n, refusal rate, and its claim judged by the layer
+  H = rec["honest"]
+  assert [r["n"] for r in H["rows"]] == [100, 1000, 10000] and H["seed"] == c.fresh_family_seed
+  assert all(0.0 <= r["refused_frac"] <= 1.0 for r in H["rows"])
+  hc = [cl for cl in R["claims"] if cl["repro"]["rule"]["id"] == "fore.honest_interval_coverage.v1"]
+  assert len(hc) == 1 and records.check_row(hc[0]) is None
+  assert "B2. Studentized interval" in md
   # support diagnostic reported per n and per MDP
   sev = rec["families"]["severe"]
   assert "support_flagged_frac" in sev["finite"][0] and sev["per_mdp_at_max_n"]
