@@ -426,8 +426,8 @@ def _check_env(name: str) -> None:
 def _pick_box_agent(config) -> None:
   """The default mlp agent on a Box action space becomes the Gaussian agent (before any resume
   check, so the stored config names the agent that ran)."""
-  if config.get("agent", "mlp") != "mlp":
-    return
+  if config.get("agent", "mlp") != "mlp" or config.env_name.startswith("BallastHydro"):
+    return   # BallastHydro's Box is one command per pump: its own trainer, refused below for now
   env, params = registry.make(config.env_name, **dict(config.get("env_kwargs", {})))
   space = env.action_space(params)
   if not hasattr(space, "n") and hasattr(env.observation_space(params), "shape"):
