@@ -34,7 +34,9 @@ def fmt_ci(estimate: float, lo: float, hi: float, suffix: str = "") -> str:
   if math.isfinite(lo) and math.isfinite(hi):
     dec = decimals_for(lo, hi)
   else:
-    dec = max(0, 3 - math.floor(math.log10(abs(estimate)))) if estimate else 3
+    # No width to read digits from: 4 significant digits of the estimate (3 decimals if 0/nan).
+    ok = math.isfinite(estimate) and estimate != 0
+    dec = max(0, 3 - math.floor(math.log10(abs(estimate)))) if ok else 3
   return f"{_num(estimate, dec, suffix)} [{_num(lo, dec, suffix)}, {_num(hi, dec, suffix)}]"
 
 

@@ -447,6 +447,8 @@ def compute(method: str, samples: Mapping[str, Any], params: Mapping[str, Any] |
   params = dict(params or {})
   if method not in METHODS:
     raise ValueError(f"interval method {method!r} is not one of {METHODS}")
+  if samples and all(_count(v) == 0 for v in samples.values()):
+    return no_units(method, params)
   avg = params.pop("average_episodes", False)
   data = {k: (per_seed_means(v) if avg else v) for k, v in samples.items()}
   conf = params.pop("confidence", 0.95)
@@ -474,6 +476,35 @@ def compute(method: str, samples: Mapping[str, Any], params: Mapping[str, Any] |
   stat = params.pop("statistic", "mean")
   keys = ("x",) if stat == "mean" else ("a", "b")
   return bca(*need(*keys), statistic=stat, confidence=conf, **params)
+
+
+def _count(v) -> int:
+  """How many numbers a (possibly ragged, nested) sample holds."""
+  if isinstance(v, np.ndarray):
+    return int(v.size)
+  if isinstance(v, Sequence) and not isinstance(v, str):
+    return sum(_count(u) for u in v)
+  return 1
+
+
+def no_units(method: str, params: Mapping[str, Any] | None = None) -> Interval:
+  """The interval of a claim with no samples at all (0 units): unbounded, estimate nan.
+
+  A claim the testbed cannot express, or a stage that produced nothing, still gets a row: the
+  verdict is then "inconclusive" (cannot express, or underpowered with 0 units), never a crash.
+  The scale is the one the method would have reported, so the claim's scale check still holds.
+  """
+  params = dict(params or {})
+  if method == "fieller":
+    scale = "ratio"
+  elif method == "log_ratio":
+    scale = "log_ratio"
+  elif method in ("crossed", "two_way_bootstrap"):
+    scale = "log_ratio" if params.get("transform") == "log_ratio" else "difference"
+  else:
+    scale = params.get("scale", "difference")
+  return _unbounded(math.nan, method, 0, scale, params.get("confidence", 0.95),
+                    "no units: nothing was measured, so nothing can be estimated")
 
 
 def _crossed_input(data: Mapping[str, Any], transform: str | None, method: str):

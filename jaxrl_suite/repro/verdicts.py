@@ -117,6 +117,9 @@ def units_needed(sd: float, half_width: float, confidence: float = 0.95,
 def _underpowered(claim: Claim, iv: Interval, half_width: float | None, what: str) -> str:
   """The "underpowered" reason: how many units would give the half-width that decides."""
   unit = claim.unit.split(" x ")[0]
+  if iv.n_units == 0:
+    return (f"{UNDERPOWERED}: no samples (0 {unit}s measured), so there is no interval; at "
+            f"least 3 {unit}s are needed")
   if iv.n_units < 2 or not math.isfinite(iv.hi - iv.lo):
     return (f"{UNDERPOWERED}: {iv.n_units} {unit}(s) give no finite interval; at least 3 "
             f"{unit}s are needed")
