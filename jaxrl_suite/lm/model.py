@@ -19,13 +19,19 @@ no row for it; jnp.take would silently return NaN embeddings).
 
 The cache is a plain pytree argument (not a flax mutable collection), so a decode step is a pure
 function that `lax.scan` can carry. Block: x += Attn(LN(x)); x += MLP(LN(x)); final LN, untied head.
+
+Other architectures plug in through their config: a config that is not an `LMConfig` must follow
+the `Architecture` protocol (`forward`, `init_cache`, `forward_flops_per_token`, plus the fields
+name / vocab_size / max_len / tokenizer_version), and `DecoderLM`, `init_cache`, `init_params`
+and `forward_flops_per_token` hand it over. So every LM method here (sampling, GRPO, Direct-OPD,
+rollouts) runs a Llama / Qwen3 checkpoint (`lm.llama`, `lm.hf_checkpoint`) unchanged.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Optional
+from typing import Any, Optional, Protocol, runtime_checkable
 
 import flax.linen as nn
 import jax
@@ -95,6 +101,37 @@ FAMILY_V2: dict[str, LMConfig] = {
 }
 
 
+@runtime_checkable
+class Architecture(Protocol):
+  """What a non-GPT config provides so `DecoderLM` and the helpers below can run it.
+
+  `forward` is called inside `DecoderLM.__call__` (a flax compact method) and builds its layers
+  in that scope, so `DecoderLM(cfg).init` gives the architecture's own parameter tree.
+  """
+  name: str
+  vocab_size: int
+  max_len: int
+
+  def forward(self, tokens, positions=None, cache=None, key_mask=None,
+              return_hidden=False): ...
+
+  def init_cache(self, batch: int, dtype=None, length: Optional[int] = None) -> Cache: ...
+
+  def forward_flops_per_token(self, context: int) -> float: ...
+
+
+def _architecture(cfg) -> Optional[Architecture]:
+  """None for our GPT config (the code below), else cfg itself once it passes the protocol."""
+  if isinstance(cfg, LMConfig):
+    return None
+  if not isinstance(cfg, Architecture):
+    missing = [m for m in ("forward", "init_cache", "forward_flops_per_token", "name",
+                           "vocab_size", "max_len") if not hasattr(cfg, m)]
+    raise TypeError(f"{type(cfg).__name__} is neither an LMConfig nor an lm.model.Architecture "
+                    f"(missing {missing})")
+  return cfg
+
+
 class Block(nn.Module):
   """Pre-LN transformer block with causal attention over an optional KV cache."""
   cfg: LMConfig
@@ -147,6 +184,8 @@ class DecoderLM(nn.Module):
                cache: Optional[Cache] = None, key_mask: Optional[jax.Array] = None,
                return_hidden: bool = False):
     cfg = self.cfg
+    if _architecture(cfg) is not None:  # e.g. lm.llama.LlamaConfig: its layers, this scope
+      return cfg.forward(tokens, positions, cache, key_mask, return_hidden)
     if positions is None:
       if tokens.shape[1] > cfg.max_len:
         raise ValueError(f"{cfg.name}: sequence of {tokens.shape[1]} tokens is longer than "
@@ -168,13 +207,17 @@ class DecoderLM(nn.Module):
     return logits, new_cache
 
 
-def init_cache(cfg: LMConfig, batch: int, dtype=jnp.float32,
+def init_cache(cfg: LMConfig, batch: int, dtype=None,
                length: Optional[int] = None) -> Cache:
   """Zero KV cache for `batch` sequences of `length` slots (default cfg.max_len).
 
-  A cache may be longer than max_len (the multi-turn rollout keeps scratch slots for padded
-  observation blocks); positions fed to the model must still be < max_len where they matter.
+  dtype None: float32 for an LMConfig, the architecture's compute dtype otherwise. A cache may
+  be longer than max_len (the multi-turn rollout keeps scratch slots for padded observation
+  blocks); positions fed to the model must still be < max_len where they matter.
   """
+  if _architecture(cfg) is not None:
+    return cfg.init_cache(batch, dtype, length)
+  dtype = jnp.float32 if dtype is None else dtype
   dh = cfg.d_model // cfg.num_heads
   length = cfg.max_len if length is None else length
   shape = (batch, length, cfg.num_heads, dh)
@@ -183,7 +226,10 @@ def init_cache(cfg: LMConfig, batch: int, dtype=jnp.float32,
 
 
 def init_params(cfg: LMConfig, key: jax.Array) -> Any:
-  return DecoderLM(cfg).init(key, jnp.zeros((1, cfg.max_len), jnp.int32))["params"]
+  """Random parameters. An `Architecture` traces 8 tokens, not max_len (rotary positions have no
+  table, and a real checkpoint's max_len runs to thousands)."""
+  n = cfg.max_len if _architecture(cfg) is None else min(cfg.max_len, 8)
+  return DecoderLM(cfg).init(key, jnp.zeros((1, n), jnp.int32))["params"]
 
 
 def num_params(params: Any) -> int:
@@ -194,8 +240,11 @@ def forward_flops_per_token(cfg: LMConfig, context: int) -> float:
   """Approximate forward FLOPs per token (2 x multiply-adds) with `context` attended tokens.
 
   Dense layers: 2*(4 d^2 + 2 d d_ff) per layer plus the 2 d V head; attention scores and mixing:
-  2 * 2 * context * d per layer. Backward is counted as 2x forward by callers (6N rule).
+  2 * 2 * context * d per layer. Backward is counted as 2x forward by callers (6N rule). An
+  `Architecture` counts its own.
   """
+  if _architecture(cfg) is not None:
+    return cfg.forward_flops_per_token(context)
   d, L = cfg.d_model, cfg.num_layers
   dense = L * (4 * d * d + 2 * d * cfg.d_ff) + d * cfg.vocab_size
   attn = L * 2 * context * d
