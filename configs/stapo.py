@@ -75,8 +75,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.empg_k_future = 1.0
   c.empg_zeta = 0.1
   c.penalty = 0.5
-  c.outlier_rule = "z"
-  c.outlier_threshold = 2.0
+  # "t": the Student-t prediction-interval rule calibrated to each step's visit count (false-flag
+  # rate false_flag_rate at every count; docs/stapo.md); "z", "two_sided", "top": ablations on z
+  c.outlier_rule = "t"
+  c.false_flag_rate = 0.025         # ~ the one-sided level of z > 1.96 when visits are many
+  c.outlier_threshold = 2.0         # the z rules only
   c.ema_decay = 0.9
   c.min_count = 2
   c.eval_envs = 128                 # fresh trajectories per (method, seed) after training
@@ -126,4 +129,7 @@ def validate(c: ml_collections.ConfigDict) -> None:
                      f"one program), got {c.methods_per_program!r}")
   if "grpo" not in c.methods:
     raise ValueError("config.methods must include 'grpo' (the claims are relative to it)")
-  checks.one_of(c, "outlier_rule", ("z", "two_sided", "top"))
+  checks.one_of(c, "outlier_rule", ("t", "z", "two_sided", "top"))
+  if not 0.0 < c.false_flag_rate < 0.5:
+    raise ValueError(f"config.false_flag_rate must be in (0, 0.5) (the null rate of the 't' "
+                     f"outlier rule), got {c.false_flag_rate}")

@@ -172,7 +172,8 @@ def train_all(config, env, p, cfg, rcfg, params, key):
       group_size=config.group_size, step_weight=config.step_weight, keep_frac=config.keep_frac,
       empg_k=config.empg_k, empg_k_future=config.empg_k_future, empg_zeta=config.empg_zeta,
       penalty=config.penalty, outlier_rule=config.outlier_rule,
-      outlier_threshold=config.outlier_threshold, ema_decay=config.ema_decay,
+      outlier_threshold=config.outlier_threshold, false_flag_rate=config.false_flag_rate,
+      ema_decay=config.ema_decay,
       min_count=config.min_count)
   pc = token_ppo.TokenPPOConfig(
       epochs=config.epochs, num_minibatches=config.num_minibatches, lr=config.lr,
