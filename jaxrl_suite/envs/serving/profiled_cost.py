@@ -1,0 +1,313 @@
+"""Iteration cost fitted to Vidur's A100 profiles of Llama-2-7B (TP1), as small monotone tables.
+
+Vidur (Agrawal et al., MLSys 2024; microsoft/vidur, MIT) profiles every operator of a decoder
+layer. One engine iteration of L = 32 layers costs, in its decomposition,
+
+    t_iter = t_ovh + 1e-3 L [ G(N_tok) + sum_i P(c_i, p_i) + D(n_dec, k_bar) ]      (ms -> s)
+
+- G(N): the non-attention operators of one layer (RMSNorm x2, QKV projection, RoPE, output
+  projection, MLP up/act/down, residual add) at N batched tokens: `data/vidur_a100_llama2_7b_mlp.csv`
+  = the sum of the nine operators' profiled medians per TP1 row of vidur's
+  `data/profiling/compute/a100/meta-llama/Llama-2-7b-hf/mlp.csv` (duplicated token counts
+  averaged). It has a small-token floor (0.29 ms at N = 1, 0.38 ms at 128) and is linear from
+  ~512 tokens on. G is linear interpolation of the isotonic (PAV) fit of those sums, so it never
+  decreases in N (the raw medians do, by up to 10%, between GEMM tile sizes).
+- P(c, p): FlashAttention prefill of a chunk of c tokens after p cached tokens.
+- D(b, k): paged decode attention of b sequences at mean context k (a per-sequence fixed cost:
+  b = 8 at k = 512 costs 0.07 ms per layer, not 8 * 512 * bytes / bandwidth).
+
+Why tables: the closed form `a + b c + g c (p + (c + 1) / 2)` fits the 501 profiled prefill rows
+with relative errors p10/p90 = 0.82 / 1.12, and `a + d b + beta b k` fits the 1,039 decode rows
+at 0.89 / 1.11 (`closed_form_fit`): outside the 5% asked of the model. So P and D are piecewise-
+bilinear surfaces on small node grids (`PREFILL_NODES`, `DECODE_NODES`) fitted to the profiled
+rows by least squares in relative error with a small smoothness penalty (`fit_surface`), then made
+monotone by a cumulative maximum along both axes (`monotone_grid`): a bilinear surface whose node
+values never decrease along either axis never decreases in either argument, so more tokens, more
+sequences or more context never make an iteration cheaper.
+
+`bilinear` and `batch_time` run in numpy (float64 reference) or jax.numpy (jit/vmap-safe: clipped
+index arithmetic, no data-dependent shapes).
+
+Rows: `data/vidur_a100_llama2_7b_attention.csv` (kind, size = chunk or batch, kv_cache_size,
+median_ms), 1,540 rows read from vidur's `attention.csv` (data/ATTRIBUTION.md). They are not
+vidur's whole grid; the fit is checked against them in
+tests/envs/serving/test_serving_profiled_cost.py.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import math
+import os
+from typing import NamedTuple
+
+import numpy as np
+
+N_LAYERS = 32          # Llama-2-7B decoder layers (HF config)
+DATA_DIR = os.path.join(os.path.dirname(__file__), "data")
+MLP_FILE = "vidur_a100_llama2_7b_mlp.csv"
+ATTN_FILE = "vidur_a100_llama2_7b_attention.csv"
+# Node grids of the fitted surfaces: chunk/batch first, KV context second. Dense where the
+# profiles bend (small chunks, small batches), sparse where they are linear.
+PREFILL_NODES = (np.array([1, 64, 128, 256, 512, 1024, 1536, 2048, 2560, 4096], np.float64),
+                 np.array([0, 256, 512, 1024, 2048, 3072, 4096], np.float64))
+DECODE_NODES = (np.array([1, 2, 4, 8, 16, 32, 64, 96, 128, 256], np.float64),
+                np.array([0, 256, 512, 1024, 2048, 3072, 4096], np.float64))
+
+
+class ProfiledTables(NamedTuple):
+  """Fitted per-layer times in ms. gemm_n [G], gemm_ms [G]; pf_c [A], pf_k [B], pf_ms [A, B];
+  dec_b [C], dec_k [E], dec_ms [C, E]. Node arrays strictly increasing; values monotone."""
+  gemm_n: np.ndarray
+  gemm_ms: np.ndarray
+  pf_c: np.ndarray
+  pf_k: np.ndarray
+  pf_ms: np.ndarray
+  dec_b: np.ndarray
+  dec_k: np.ndarray
+  dec_ms: np.ndarray
+
+
+def _read_csv(name: str, columns: tuple[str, ...], data_dir: str = DATA_DIR) -> list[dict]:
+  """Rows of data_dir/name as dicts; errors name the file and the missing column."""
+  path = os.path.join(data_dir, name)
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{path} is missing: reinstall jaxrl_suite with its package data "
+                            "(setup.cfg [options.package_data] ships data/*.csv)")
+  with open(path, newline="") as f:
+    reader = csv.DictReader(f)
+    missing = [c for c in columns if c not in (reader.fieldnames or [])]
+    if missing:
+      raise ValueError(f"{path}: missing column(s) {missing}; expected header {list(columns)}")
+    return list(reader)
+
+
+def _number(path: str, line: int, row: dict, col: str, minimum: float, strict: bool) -> float:
+  """row[col] as a finite float >= minimum (> if strict); the error names file, line, column."""
+  try:
+    v = float(row[col])
+  except (TypeError, ValueError):
+    raise ValueError(f"{path} line {line}, column {col!r}: {row[col]!r} is not a number") from None
+  if not math.isfinite(v) or v < minimum or (strict and v == minimum):
+    rel = ">" if strict else ">="
+    raise ValueError(f"{path} line {line}, column {col!r}: {v} must be finite and {rel} {minimum}")
+  return v
+
+
+def load_profiles(data_dir: str = DATA_DIR) -> dict[str, np.ndarray]:
+  """The shipped profile rows, validated: gemm [G, 2] (num_tokens, ms; sorted, unique tokens);
+  prefill and decode [R, 3] (chunk or batch, kv_cache_size, ms). float64."""
+  mlp_cols = ("num_tokens", "non_attention_ms")
+  mlp_path = os.path.join(data_dir, MLP_FILE)
+  mlp = np.array([[_number(mlp_path, i + 2, r, "num_tokens", 1.0, False),
+                   _number(mlp_path, i + 2, r, "non_attention_ms", 0.0, True)]
+                  for i, r in enumerate(_read_csv(MLP_FILE, mlp_cols, data_dir))])
+  if len(mlp) < 2:
+    raise ValueError(f"{mlp_path}: needs at least 2 rows, has {len(mlp)}")
+  mlp = mlp[np.argsort(mlp[:, 0])]
+  if np.any(np.diff(mlp[:, 0]) <= 0):
+    raise ValueError(f"{mlp_path}, column 'num_tokens': duplicated token counts; average them")
+  attn_cols = ("kind", "size", "kv_cache_size", "median_ms")
+  attn_path = os.path.join(data_dir, ATTN_FILE)
+  out = {"gemm": mlp, "prefill": [], "decode": []}
+  for i, r in enumerate(_read_csv(ATTN_FILE, attn_cols, data_dir)):
+    if r["kind"] not in ("prefill", "decode"):
+      raise ValueError(f"{attn_path} line {i + 2}, column 'kind': {r['kind']!r} is not "
+                       "'prefill' or 'decode'")
+    out[r["kind"]].append([_number(attn_path, i + 2, r, "size", 1.0, False),
+                           _number(attn_path, i + 2, r, "kv_cache_size", 0.0, False),
+                           _number(attn_path, i + 2, r, "median_ms", 0.0, True)])
+  for kind in ("prefill", "decode"):
+    if len(out[kind]) < 10:
+      raise ValueError(f"{attn_path}, column 'kind': only {len(out[kind])} {kind} rows")
+    out[kind] = np.array(out[kind], np.float64)
+  return out
+
+
+def isotonic(y: np.ndarray, w: np.ndarray) -> np.ndarray:
+  """Weighted isotonic regression (pool adjacent violators): the non-decreasing z minimising
+  sum_i w_i (z_i - y_i)^2. [n] -> [n], float64."""
+  vals, wts, size = [], [], []
+  for yi, wi in zip(np.asarray(y, np.float64), np.asarray(w, np.float64)):
+    vals.append(yi); wts.append(wi); size.append(1)
+    while len(vals) > 1 and vals[-2] > vals[-1]:
+      wsum = wts[-2] + wts[-1]
+      v = (vals[-2] * wts[-2] + vals[-1] * wts[-1]) / wsum
+      n = size[-2] + size[-1]
+      del vals[-1], wts[-1], size[-1]
+      vals[-1], wts[-1], size[-1] = v, wsum, n
+  return np.repeat(vals, size)
+
+
+def _hat_weights(nodes: np.ndarray, x: np.ndarray) -> np.ndarray:
+  """[len(x), len(nodes)] piecewise-linear interpolation weights (x clipped to the node range)."""
+  x = np.clip(x, nodes[0], nodes[-1])
+  i = np.clip(np.searchsorted(nodes, x, side="right") - 1, 0, len(nodes) - 2)
+  f = (x - nodes[i]) / (nodes[i + 1] - nodes[i])
+  w = np.zeros((len(x), len(nodes)))
+  w[np.arange(len(x)), i] = 1.0 - f
+  w[np.arange(len(x)), i + 1] += f
+  return w
+
+
+def _second_differences(nx: int, ny: int) -> np.ndarray:
+  """[P, nx * ny] rows (1, -2, 1) along each axis of an nx x ny grid (raveled C-order)."""
+  rows = []
+  for j in range(1, nx - 1):
+    for k in range(ny):
+      r = np.zeros((nx, ny)); r[j - 1, k], r[j, k], r[j + 1, k] = 1.0, -2.0, 1.0
+      rows.append(r.ravel())
+  for k in range(1, ny - 1):
+    for j in range(nx):
+      r = np.zeros((nx, ny)); r[j, k - 1], r[j, k], r[j, k + 1] = 1.0, -2.0, 1.0
+      rows.append(r.ravel())
+  return np.array(rows)
+
+
+def fit_surface(nodes_x, nodes_y, x, y, t, smooth: float = 1e-3) -> np.ndarray:
+  """Bilinear surface S [len(nodes_x), len(nodes_y)] minimising
+  sum_r ((S(x_r, y_r) - t_r) / t_r)^2 + smooth * ||second differences of S / mean t||^2.
+
+  Relative error because the rows span 0.01-3.5 ms and the engine needs each within a few %;
+  the penalty only fills nodes no row touches (e.g. large chunks at large KV)."""
+  wx, wy = _hat_weights(nodes_x, x), _hat_weights(nodes_y, y)
+  a = (wx[:, :, None] * wy[:, None, :]).reshape(len(t), -1) / t[:, None]
+  pen = np.sqrt(smooth) * _second_differences(len(nodes_x), len(nodes_y)) / np.mean(t)
+  lhs = np.concatenate([a, pen])
+  rhs = np.concatenate([np.ones(len(t)), np.zeros(len(pen))])
+  sol, *_ = np.linalg.lstsq(lhs, rhs, rcond=None)
+  return sol.reshape(len(nodes_x), len(nodes_y))
+
+
+def monotone_grid(grid: np.ndarray) -> np.ndarray:
+  """Cumulative maximum along axis 0, then axis 1: the smallest grid >= `grid` whose values never
+  decrease along either axis (the second pass keeps the first's order: a max over b <= j of
+  values ordered in i stays ordered in i). Also clamps at 0 from below."""
+  return np.maximum.accumulate(np.maximum.accumulate(np.maximum(grid, 0.0), 0), 1)
+
+
+@functools.lru_cache(maxsize=1)
+def a100_llama2_7b() -> ProfiledTables:
+  """The fitted tables of Llama-2-7B on one A100 (float64 numpy; cached)."""
+  p = load_profiles()
+  pf, dc, gm = p["prefill"], p["decode"], p["gemm"]
+  return ProfiledTables(
+      gemm_n=gm[:, 0], gemm_ms=isotonic(gm[:, 1], 1.0 / gm[:, 1] ** 2),
+      pf_c=PREFILL_NODES[0], pf_k=PREFILL_NODES[1],
+      pf_ms=monotone_grid(fit_surface(*PREFILL_NODES, pf[:, 0], pf[:, 1], pf[:, 2])),
+      dec_b=DECODE_NODES[0], dec_k=DECODE_NODES[1],
+      dec_ms=monotone_grid(fit_surface(*DECODE_NODES, dc[:, 0], dc[:, 1], dc[:, 2])))
+
+
+def as_jax(tab: ProfiledTables, dtype=None) -> ProfiledTables:
+  """The tables as jax arrays (default float dtype: float32 unless jax_enable_x64)."""
+  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+  return ProfiledTables(*(jnp.asarray(x, dtype) for x in tab))
+
+
+def _segment(xp, nodes, x):
+  """(i, f): x clipped to [nodes[0], nodes[-1]] lies at nodes[i] + f (nodes[i+1] - nodes[i])."""
+  x = xp.clip(x, nodes[0], nodes[-1])
+  i = xp.clip(xp.searchsorted(nodes, x, side="right") - 1, 0, nodes.shape[0] - 2)
+  lo, hi = xp.take(nodes, i), xp.take(nodes, i + 1)
+  return i, (x - lo) / (hi - lo)
+
+
+def interp1(xp, nodes, vals, x):
+  """Linear interpolation of vals [G] on nodes [G] at x (any shape), constant outside."""
+  i, f = _segment(xp, nodes, x)
+  return xp.take(vals, i) * (1 - f) + xp.take(vals, i + 1) * f
+
+
+def bilinear(xp, nx, ny, grid, x, y):
+  """S(x, y) of a bilinear surface on nodes nx [A], ny [B], grid [A, B]; x, y broadcast;
+  constant beyond the node range along each axis."""
+  x, y = xp.broadcast_arrays(xp.asarray(x), xp.asarray(y))
+  i, fx = _segment(xp, nx, x)
+  j, fy = _segment(xp, ny, y)
+  flat = xp.reshape(grid, (-1,))
+  g = lambda a, b: xp.take(flat, a * ny.shape[0] + b)
+  return ((1 - fx) * (1 - fy) * g(i, j) + fx * (1 - fy) * g(i + 1, j)
+          + (1 - fx) * fy * g(i, j + 1) + fx * fy * g(i + 1, j + 1))
+
+
+def gemm_ms(xp, tab: ProfiledTables, n_tok):
+  """G(N): non-attention operators of one layer at N batched tokens, ms (0 where N = 0: an empty
+  iteration does not run)."""
+  return xp.where(n_tok > 0, interp1(xp, tab.gemm_n, tab.gemm_ms, n_tok), 0.0)
+
+
+def prefill_ms(xp, tab: ProfiledTables, chunk, cached):
+  """P(c, p): prefill attention of one layer, chunk c after p cached tokens, ms (0 where c = 0)."""
+  return xp.where(chunk > 0, bilinear(xp, tab.pf_c, tab.pf_k, tab.pf_ms, chunk, cached), 0.0)
+
+
+def decode_ms(xp, tab: ProfiledTables, n_dec, mean_ctx):
+  """D(b, k): decode attention of one layer for b sequences at mean context k, ms (0 if b = 0)."""
+  return xp.where(n_dec > 0, bilinear(xp, tab.dec_b, tab.dec_k, tab.dec_ms, n_dec, mean_ctx), 0.0)
+
+
+def batch_time(xp, tab: ProfiledTables, chunk, cached, ctx, is_decode, t_ovh=0.0,
+               n_layers: int = N_LAYERS):
+  """Seconds of one iteration. Per-slot arrays [K]: chunk = prefill tokens this step (0 if none;
+  ignored where is_decode), cached = tokens already in KV before the chunk, ctx = decode context
+  (read where is_decode).
+
+  t = t_ovh + 1e-3 L [G(sum chunk + n_dec) + sum_i P(chunk_i, cached_i) + D(n_dec, mean ctx)].
+  """
+  chunk = xp.where(is_decode, 0, chunk)
+  n_dec = xp.sum(is_decode)
+  mean_ctx = xp.sum(xp.where(is_decode, ctx, 0)) / xp.maximum(n_dec, 1)
+  return iteration_time(xp, tab, xp.sum(chunk) + n_dec, xp.sum(prefill_ms(xp, tab, chunk, cached)),
+                        n_dec, mean_ctx, t_ovh, n_layers)
+
+
+def iteration_time(xp, tab: ProfiledTables, n_tok, prefill_attn_ms, n_dec, mean_ctx, t_ovh=0.0,
+                   n_layers: int = N_LAYERS):
+  """t = t_ovh + 1e-3 L [G(n_tok) + prefill_attn_ms + D(n_dec, mean_ctx)] from batch totals
+  (prefill_attn_ms = sum_i P(c_i, p_i)); scalars or broadcasting arrays."""
+  per_layer = gemm_ms(xp, tab, n_tok) + prefill_attn_ms + decode_ms(xp, tab, n_dec, mean_ctx)
+  return t_ovh + 1e-3 * n_layers * per_layer
+
+
+def decode_linear(xp, tab: ProfiledTables, n_dec, sum_ctx, t_ovh=0.0, n_layers: int = N_LAYERS):
+  """A pure-decode iteration of b = n_dec sequences with context sum s, as c0 + beta s.
+
+  For fixed b, D(b, k) is linear in k between two context nodes k_j <= k < k_{j+1}, so while the
+  mean context s / b stays in that segment the iteration time is exactly
+
+      t(s) = c0 + beta s,  beta = 1e-3 L dD/dk / b,  c0 = t_ovh + 1e-3 L (G(b) + D(b, k_j))
+             - beta b k_j,
+
+  and the engine's closed-form decode spans (engine.decode_span_time) hold for as many iterations
+  as the mean context (which grows by exactly 1 per iteration) stays below k_{j+1}:
+  n_seg = ceil(k_{j+1} - s / b) iterations (inf on the last, constant segment).
+  Returns (c0, beta, n_seg) (n_seg a float, >= 1)."""
+  b = xp.maximum(n_dec, 1)
+  k = sum_ctx / b
+  j, _ = _segment(xp, tab.dec_k, k)
+  k_lo, k_hi = xp.take(tab.dec_k, j), xp.take(tab.dec_k, j + 1)
+  d_lo = decode_ms(xp, tab, n_dec, k_lo)
+  d_hi = decode_ms(xp, tab, n_dec, k_hi)
+  slope = (d_hi - d_lo) / (k_hi - k_lo)                  # ms per unit of mean context
+  last = k >= tab.dec_k[-1]
+  slope = xp.where(last, 0.0, slope)
+  beta = 1e-3 * n_layers * slope / b
+  c0 = t_ovh + 1e-3 * n_layers * (gemm_ms(xp, tab, n_dec) + xp.where(last, d_hi, d_lo)) \
+      - beta * b * xp.where(last, 0.0, k_lo)
+  n_seg = xp.where(last, xp.inf, xp.maximum(xp.ceil(k_hi - k), 1.0))
+  return c0, beta, n_seg
+
+
+def closed_form_fit(rows: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
+  """Least-squares (relative error) closed forms, kept to show why tables are used:
+  prefill a + b c + g c (p + (c + 1) / 2); decode a + d b + beta b k. Returns (coef, ratio
+  fit/profile per row)."""
+  s, k, t = rows.T
+  if kind == "prefill":
+    x = np.stack([np.ones_like(s), s, s * (k + (s + 1) / 2)], 1)
+  else:
+    x = np.stack([np.ones_like(s), s, s * k], 1)
+  coef, *_ = np.linalg.lstsq(x / t[:, None], np.ones_like(t), rcond=None)
+  return coef, x @ coef / t
