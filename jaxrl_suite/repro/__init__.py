@@ -8,6 +8,7 @@
   aggregate  -- rliable-style IQM / probability of improvement across tasks
   records    -- claim records (JSON) and the reanalysis that re-judges them
   format     -- the one "mean [lo, hi]" formatter
+  stage_cache -- finished stages in the workdir, keyed by config + library (JSON / npz, no pickle)
 See docs/reproduction.md. Depends on numpy, scipy and jaxrl_suite.core only.
 """
 
