@@ -113,7 +113,8 @@ def detection(config, env, p, cfg, rcfg, params, key) -> dict:
   def batch(ema, k):
     ro = lm_rollout.multi_turn_rollout(cfg, params, env, p, k, config.det_envs, rcfg,
                                        group_size=g)
-    _, h, norm = stapo.turn_signals(cfg, params, ro, g, ema, mc.min_count)
+    sig = stapo.turn_signals(cfg, params, ro, g, ema, mc.min_count)
+    h, norm = sig.h, sig.norm
     ema = stapo.update_ema(ema, h, ro.state_key, ro.turn_valid, config.ema_decay)
     raw = stapo.raw_zscore(h, ro.turn_valid)
     return ema, dict(h=h, z=norm.z, ratio=norm.ratio, raw=raw, count=norm.count,

@@ -1,5 +1,6 @@
 r"""STAPO pieces: step entropy, state-normalised entropy, outlier steps, their targeted update,
-and the entropy-based baselines it is compared with (EMPG-style modulation, 80/20 token mask).
+and the entropy-based baselines it is compared with (EMPG-style modulation, 80/20 token mask,
+EPO-style entropy regularisation with smoothing against its history).
 
 Layout: a rollout batch is B = n_groups * G episodes (G rollouts of one task instance are
 consecutive) by T turns; per-turn arrays are [B, T] with `valid` [B, T] marking real turns.
@@ -310,6 +311,70 @@ def high_entropy_token_mask(tok_entropy: jax.Array, tok_mask: jax.Array,
   return tok_mask & (tok_entropy >= thr)
 
 
+class EntropyHistory(NamedTuple):
+  """EPO's entropy history across iterations: EMA of the batch step entropy, seen flag, and the
+  iteration count (scalars)."""
+  mean: jax.Array
+  seen: jax.Array
+  iteration: jax.Array
+
+
+def init_history() -> EntropyHistory:
+  return EntropyHistory(jnp.float32(0.0), jnp.bool_(False), jnp.int32(0))
+
+
+def update_history(hist: EntropyHistory, batch_entropy: jax.Array,
+                   decay: float = 0.9) -> EntropyHistory:
+  """Blends this batch's mean step entropy into the EMA (the first batch sets it)."""
+  m = jnp.where(hist.seen, decay * hist.mean + (1 - decay) * batch_entropy, batch_entropy)
+  return EntropyHistory(m.astype(jnp.float32), jnp.bool_(True), hist.iteration + 1)
+
+
+def batch_entropy(h: jax.Array, valid: jax.Array) -> jax.Array:
+  """Trajectory-level entropy of a batch: each trajectory's mean step entropy over its valid
+  turns, averaged over trajectories with >= 1 turn (h, valid [B, T] -> scalar)."""
+  v = valid.astype(jnp.float32)
+  n = v.sum(-1)
+  per_traj = (h * v).sum(-1) / jnp.maximum(n, 1.0)
+  has = (n > 0).astype(jnp.float32)
+  return (per_traj * has).sum() / jnp.maximum(has.sum(), 1.0)
+
+
+def epo_coefficient(hist: EntropyHistory, h_batch: jax.Array, coef: float = 0.05,
+                    smooth: float = 0.1, lower: float = 0.9, upper: float = 1.1,
+                    phase_steps: int = 30) -> jax.Array:
+  """EPO's entropy coefficient of this iteration (a stated reading of 2509.22576):
+
+    c_k = lambda + beta w_k (1[H_k < kappa_l Hbar_k] - 1[H_k > kappa_u Hbar_k]),
+    w_k = min(1, k / K_phase)
+
+  lambda (`coef`): trajectory-level entropy regularisation; beta (`smooth`): the smoothing
+  regulariser that pushes the batch entropy H_k back into the band [kappa_l, kappa_u] x the
+  historical average Hbar_k (EMA of past batches; no push before one is seen); w_k: the
+  phase-based weight, from exploration (no smoothing) to full stabilisation at K_phase."""
+  w = jnp.minimum(1.0, hist.iteration.astype(jnp.float32) / max(phase_steps, 1))
+  below = (h_batch < lower * hist.mean) & hist.seen
+  above = (h_batch > upper * hist.mean) & hist.seen
+  return coef + smooth * w * (below.astype(jnp.float32) - above.astype(jnp.float32))
+
+
+def epo_advantages(adv: jax.Array, surprisal: jax.Array, valid: jax.Array, group_size: int,
+                   c: jax.Array) -> jax.Array:
+  """EPO through the shared learner, as an advantage: A_t + c (s_t - sbar_g), [B, T].
+
+  s_t = -(1/|a_t|) sum_{n in a_t} log pi(a_n | ...) is the sampled action's surprisal; since
+  E[grad log pi(a) (-log pi(a))] = grad H, a policy gradient with advantage c s_t is, in
+  expectation, c times the gradient of the action's (token-mean) entropy, i.e. the loss term
+  -c H of EPO without a second loss. sbar_g, the mean surprisal of the task group's valid
+  turns, is a baseline (variance only)."""
+  b, t = surprisal.shape
+  v = valid.astype(jnp.float32).reshape(b // group_size, -1)
+  sg = surprisal.reshape(b // group_size, -1)
+  base = (sg * v).sum(-1, keepdims=True) / jnp.maximum(v.sum(-1, keepdims=True), 1.0)
+  bonus = (sg - base).reshape(b, t)
+  return jnp.where(valid, adv + c * bonus, 0.0)
+
+
 # ---- detection metrics (numpy, host side) ------------------------------------------------------
 
 def auroc(score: np.ndarray, label: np.ndarray) -> float:
@@ -428,7 +493,7 @@ def turn_advantage_fn(ro, values):
 
 # ---- one training iteration of every compared method -----------------------------------------
 
-METHODS = ("grpo", "gigpo", "mask8020", "empg", "stapo", "stapo_only", "stapo_raw")
+METHODS = ("grpo", "gigpo", "mask8020", "empg", "epo", "stapo", "stapo_only", "stapo_raw")
 
 
 class MethodConfig(NamedTuple):
@@ -447,6 +512,11 @@ class MethodConfig(NamedTuple):
   false_flag_rate: float = 0.025  # rule "t": alpha (0.025 ~ the one-sided z > 1.96 of large m)
   ema_decay: float = 0.9
   min_count: int = 2
+  epo_coef: float = 0.05          # EPO lambda (entropy regularisation)
+  epo_smooth: float = 0.1         # EPO beta (smoothing regulariser)
+  epo_lower: float = 0.9          # EPO band kappa_l x historical entropy
+  epo_upper: float = 1.1          # EPO band kappa_u x historical entropy
+  epo_phase_steps: int = 30       # EPO K_phase: iterations until full smoothing weight
 
 
 def method_id(name: str) -> int:
@@ -464,15 +534,27 @@ def episode_neglect(info: dict, valid: jax.Array) -> dict:
           "success": (info["success"] & valid).any(-1).mean()}
 
 
-def turn_signals(cfg, params, ro, group_size: int, ema: EntropyEMA, min_count: int = 2):
-  """(token entropy [B, K, W], step entropy H [B, H], Normalised) of a rollout under params."""
+class Signals(NamedTuple):
+  """Per-rollout entropy signals: tok_ent [B, K, W], step entropy h [B, H], Normalised, and
+  surprisal [B, H] (mean -log pi of each turn's sampled action tokens)."""
+  tok_ent: jax.Array
+  h: jax.Array
+  norm: Normalised
+  surprisal: jax.Array
+
+
+def turn_signals(cfg, params, ro, group_size: int, ema: EntropyEMA, min_count: int = 2
+                 ) -> Signals:
+  """The entropy signals (`Signals`) of a rollout under params."""
   b, k, w = ro.tokens.shape
   sc = lm_value.policy_and_values(cfg, lm_value.ValueConfig("none"), params, {},
                                   ro.tokens.reshape(b * k, w))
   tok_ent = jax.lax.stop_gradient(sc.entropy.reshape(b, k, w))
   h = per_turn_mean(tok_ent, ro.turn, ro.trainable, ro.rewards.shape[1])
   norm = normalised_entropy(h, ro.state_key, ro.turn_valid, group_size, ema, min_count)
-  return tok_ent, h, norm
+  surprisal = per_turn_mean(-jax.lax.stop_gradient(sc.logp.reshape(b, k, w)), ro.turn,
+                            ro.trainable, ro.rewards.shape[1])
+  return Signals(tok_ent, h, norm, surprisal)
 
 
 def flag_steps(mcfg: MethodConfig, norm: Normalised, valid: jax.Array) -> jax.Array:
@@ -491,8 +573,8 @@ def flag_raw(mcfg: MethodConfig, raw_z: jax.Array, valid: jax.Array) -> jax.Arra
   return outliers(raw_z, valid, mcfg.outlier_rule, mcfg.outlier_threshold)
 
 
-def method_advantages(mcfg: MethodConfig, method: jax.Array, ro, tok_ent, h, norm
-                      ) -> tuple[jax.Array, jax.Array, jax.Array]:
+def method_advantages(mcfg: MethodConfig, method: jax.Array, ro, sig: Signals,
+                      epo_c: jax.Array | float = 0.0) -> tuple[jax.Array, jax.Array, jax.Array]:
   """(per-turn advantage [B, H], token keep mask [B, K, W], outlier steps [B, H]) of method
   index `method` (int32 [], into METHODS). Every variant is computed and one is selected: they
   are tiny next to the rollout, and a traced method index means one compilation for all.
@@ -501,10 +583,12 @@ def method_advantages(mcfg: MethodConfig, method: jax.Array, ro, tok_ent, h, nor
     gigpo       A = A_ep + w A_step (same-state return-to-go groups)
     mask8020    A = A_ep on the top `keep_frac` highest-entropy tokens only
     empg        A = g(H_t) A_ep + future-clarity bonus (`empg_modulation`)
+    epo         A = A_ep + c_k (s_t - sbar) (`epo_advantages`, c_k = `epo_coefficient`)
     stapo       outliers o_t (`flag_steps`) get A_step - c 1[fail]; others keep A_ep
     stapo_only  the same advantages, and only the outlier steps get gradient
     stapo_raw   as stapo, outliers chosen by raw entropy z-scores (the normalisation ablation)
   """
+  tok_ent, h, norm = sig.tok_ent, sig.h, sig.norm
   g, valid = mcfg.group_size, ro.turn_valid
   base = jnp.where(valid, episode_advantages(ro.returns, g)[:, None], 0.0)
   step = lm_adv.step_group_advantages(ro, g)
@@ -522,6 +606,7 @@ def method_advantages(mcfg: MethodConfig, method: jax.Array, ro, tok_ent, h, nor
       "mask8020": (base, high_entropy_token_mask(tok_ent, ro.trainable, mcfg.keep_frac), none),
       "empg": (empg_modulation(base, h, valid, mcfg.empg_k, mcfg.empg_k_future,
                                mcfg.empg_zeta), ones, none),
+      "epo": (epo_advantages(base, sig.surprisal, valid, g, epo_c), ones, none),
       "stapo": (a_st, ones, out_z),
       "stapo_only": (a_st, keep_out, out_z),
       "stapo_raw": (a_raw, ones, out_raw),
@@ -541,16 +626,22 @@ def make_train_step(cfg, env, env_params, rcfg, num_envs: int, mcfg: MethodConfi
   num_keys = gh.num_state_keys(env_params)
 
   def init(params, method: jax.Array):
-    return init_l(params, {}, params), init_ema(num_keys), jnp.asarray(method, jnp.int32)
+    return (init_l(params, {}, params), init_ema(num_keys), jnp.asarray(method, jnp.int32),
+            init_history())
 
   def step(carry, key):
-    state, ema, method = carry
+    state, ema, method, hist = carry
     k_ro, k_up = jax.random.split(key)
     ro = lm_rollout.multi_turn_rollout(cfg, state.params, env, env_params, k_ro, num_envs, rcfg,
                                        group_size=mcfg.group_size)
-    tok_ent, h, norm = turn_signals(cfg, state.params, ro, mcfg.group_size, ema, mcfg.min_count)
-    ema = update_ema(ema, h, ro.state_key, ro.turn_valid, mcfg.ema_decay)
-    adv, keep, out = method_advantages(mcfg, method, ro, tok_ent, h, norm)
+    sig = turn_signals(cfg, state.params, ro, mcfg.group_size, ema, mcfg.min_count)
+    norm = sig.norm
+    ema = update_ema(ema, sig.h, ro.state_key, ro.turn_valid, mcfg.ema_decay)
+    h_b = batch_entropy(sig.h, ro.turn_valid)
+    epo_c = epo_coefficient(hist, h_b, mcfg.epo_coef, mcfg.epo_smooth, mcfg.epo_lower,
+                            mcfg.epo_upper, mcfg.epo_phase_steps)
+    hist = update_history(hist, h_b, mcfg.ema_decay)
+    adv, keep, out = method_advantages(mcfg, method, ro, sig, epo_c)
     state, m = update(state, with_turn_advantages(ro, adv, keep), k_up)
     valid = ro.turn_valid
     lab = ro.info["neglect"].any(-1) & valid
@@ -565,6 +656,7 @@ def make_train_step(cfg, env, env_params, rcfg, num_envs: int, mcfg: MethodConfi
                "segment_overflow": ro.segment_overflow.mean(),
                **{k: m[k] for k in ("pg_loss", "kl_ref", "entropy", "clip_frac")},
                **recurrence(norm.count, norm.source, valid)}
-    return (state, ema, method), metrics
+    metrics.update(batch_entropy=h_b, epo_coef=epo_c)
+    return (state, ema, method, hist), metrics
 
   return init, step

@@ -82,7 +82,7 @@ def test_every_method_runs_in_one_vmapped_program():
   i = {n: j for j, n in enumerate(stapo.METHODS)}
   # identical rollouts (same key, same start): the rollout metrics agree across methods
   np.testing.assert_allclose(m["neglect_per100"], m["neglect_per100"][0])
-  for n in ("grpo", "gigpo", "empg", "mask8020"):
+  for n in ("grpo", "gigpo", "empg", "mask8020", "epo"):
     assert m["outlier_share"][i[n]] == 0.0 and (n == "mask8020" or m["kept_tokens"][i[n]] == 1)
   assert 0.1 < m["kept_tokens"][i["mask8020"]] < 0.5
   assert m["kept_tokens"][i["stapo"]] == 1.0
@@ -98,6 +98,10 @@ def test_every_method_runs_in_one_vmapped_program():
   flat0 = jax.flatten_util.ravel_pytree(params)[0]
   assert float(jnp.abs(flat[i["grpo"]] - flat0).max()) == 0.0
   assert float(jnp.abs(flat[i["empg"]] - flat0).max()) > 0
+  # EPO's entropy term (surprisal advantage, c = lambda at the first iteration) moves them too
+  np.testing.assert_allclose(m["epo_coef"][i["epo"]], stapo.MethodConfig().epo_coef, rtol=1e-6)
+  assert float(jnp.abs(flat[i["epo"]] - flat0).max()) > 0
+  assert (np.asarray(carry[3].iteration) == 1).all()
 
 
 def test_method_id_names_the_field():
