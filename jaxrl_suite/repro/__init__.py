@@ -9,6 +9,7 @@
   records    -- claim records (JSON) and the reanalysis that re-judges them
   format     -- the one "mean [lo, hi]" formatter
   stage_cache -- finished stages in the workdir, keyed by config + library (JSON / npz, no pickle)
+  entry      -- a script's --quick/--workdir/--config, output folder and user errors
 See docs/reproduction.md. Depends on numpy, scipy and jaxrl_suite.core only.
 """
 
