@@ -14,6 +14,15 @@ Pipeline (per task; CarryAdd first, then the capacity-limited control task):
 
 Run from the repo root:  python -m experiments.direct_opd [--quick] [--config.grpo_steps=...]
 
+Folder mode (your own Llama / Qwen3 checkpoints in Hugging Face format, docs/lm_checkpoints.md):
+  python -m experiments.direct_opd --small_dir=SMALL --large_dir=LARGE [--small_rl_dir=SMALL_RL]
+transfers the small model's RL delta (its post-RL checkpoint --small_rl_dir, or GRPO on --small_dir
+for config.grpo_steps) to LARGE on config.main_task: held-out accuracy of the teacher before and
+after RL, and of LARGE as it is, with the decode-time delta, and after Direct-OPD distillation.
+Every folder is checked (config fields, tensors, tokenizer, context) before any compute; the record
+goes to workdirs/results_adhoc/direct_opd_folders.{json,md} and the distilled seed-0 student to
+<workdir>/folders/large_direct_opd_seed0 (a checkpoint folder).
+
 Every stage measures its own cost (wall seconds, compile seconds, analytic FLOPs) when it runs
 and stores it in --workdir with its output (pretrained checkpoints; per-task results keyed by a
 hash of the config), so an interrupted or re-run command resumes without recomputing and the
@@ -53,12 +62,21 @@ from jaxrl_suite.lm import tasks as lm_tasks  # noqa: E402
 NAME = "direct_opd"
 _CONFIG_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                             "configs", "direct_opd.py")
-cli.replace_flags(("config", "quick", "workdir", "results_dir", "pretrain_only"))
+cli.replace_flags(("config", "quick", "workdir", "results_dir", "pretrain_only", "small_dir",
+                   "small_rl_dir", "large_dir"))
 _CONFIG = config_flags.DEFINE_config_file("config", _CONFIG_PATH, "Experiment config.")
 _QUICK = flags.DEFINE_bool("quick", False, "Quick smoke-test mode (CI).")
 _WORKDIR = flags.DEFINE_string("workdir", os.path.join("workdirs", NAME), "Checkpoint cache.")
 _RESULTS = flags.DEFINE_string("results_dir", None, "Override the results directory.")
 _PRETRAIN_ONLY = flags.DEFINE_bool("pretrain_only", False, "Only pretrain (fill the cache).")
+_SMALL_DIR = flags.DEFINE_string(
+    "small_dir", None, "Folder mode: the small teacher's reference checkpoint (a Hugging Face "
+    "folder: config.json, *.safetensors, tokenizer.json).")
+_SMALL_RL_DIR = flags.DEFINE_string(
+    "small_rl_dir", None, "Folder mode: the teacher's post-RL checkpoint (same architecture as "
+    "--small_dir). Default: GRPO on --small_dir for config.grpo_steps.")
+_LARGE_DIR = flags.DEFINE_string(
+    "large_dir", None, "Folder mode: the checkpoint the delta is transferred to.")
 
 METHODS = ("base", "decode", "decode_shuffled", "direct_opd", "direct_opd_fixed", "vanilla_opd",
            "shuffled_opd", "grpo")
@@ -595,6 +613,162 @@ def plot(config, res, path):
     ax.legend(fontsize=7)
   plotting.save_figure(fig, path, dpi=90)
 
+# ---- folder mode: the transfer on user checkpoints -----------------------------------------------
+FOLDER_FLAGS = ("small_dir", "small_rl_dir", "large_dir")
+
+
+def _read_folder_config(flag: str, folder: str, task):
+  """(config with max_len = the task's context, config as stored) of one folder, or ValueError
+  naming the folder's file and field."""
+  from jaxrl_suite.lm import hf_checkpoint
+  from jaxrl_suite.lm import hf_tokenizer
+  if not os.path.isdir(folder):
+    raise ValueError(f"--{flag}={folder}: not a directory (point at a Hugging Face checkpoint "
+                     "folder with config.json, *.safetensors and tokenizer.json)")
+  version = hf_tokenizer.matching_version(hf_tokenizer.load(folder))
+  if version != 1:
+    raise ValueError(f"{os.path.join(folder, 'tokenizer.json')} (--{flag}): its ids are not our "
+                     f"v1 vocabulary, and {task.name}'s prompts and verifier are v1 ids (see "
+                     "docs/lm_checkpoints.md, 'Folder mode')")
+  try:
+    stored = hf_checkpoint.read_config(folder, tokenizer_version=version,
+                                       name=flag.replace("_dir", ""))
+  except ValueError as e:
+    where = os.path.join(folder, "config.json")
+    raise ValueError(str(e) if where in str(e) else f"{where} (--{flag}): {e}") from None
+  ctx = task.prompt_len + task.response_len
+  if stored.max_len < ctx:
+    raise ValueError(f"{os.path.join(folder, 'config.json')} (--{flag}): "
+                     f"max_position_embeddings={stored.max_len} is below the {ctx} tokens of a "
+                     f"{task.name} prompt + response")
+  # The KV caches hold exactly one prompt + response (not max_position_embeddings slots).
+  return dataclasses.replace(stored, max_len=ctx), stored
+
+
+def load_folders(folders: dict[str, str], task) -> dict[str, tuple[Any, Any, Any]]:
+  """{flag: (cfg, params, stored cfg)} for the folder-mode flags given; everything a run reads
+  is checked here, before any compute: ValueError naming the file and the field or tensor."""
+  from jaxrl_suite.lm import hf_checkpoint
+  folders = {k: v for k, v in folders.items() if v}
+  if "small_dir" not in folders or "large_dir" not in folders:
+    given = ", ".join(f"--{k}" for k in folders)
+    raise ValueError(f"folder mode needs both --small_dir and --large_dir (given: {given})")
+  cfgs = {flag: _read_folder_config(flag, d, task) for flag, d in folders.items()}
+  if "small_rl_dir" in folders:  # the RL checkpoint must be the same model as its reference
+    a, b = (hf_checkpoint.config_dict(cfgs[f][1]) for f in ("small_dir", "small_rl_dir"))
+    diff = [k for k in a if a[k] != b[k]]
+    if diff:
+      k = diff[0]
+      raise ValueError(f"{os.path.join(folders['small_rl_dir'], 'config.json')}: field {k}="
+                       f"{b[k]!r} differs from --small_dir's {a[k]!r} (the post-RL checkpoint "
+                       "must be the reference model after training)")
+  return {flag: (cfgs[flag][0], hf_checkpoint.load_params(d, cfgs[flag][0]), cfgs[flag][1])
+          for flag, d in folders.items()}
+
+
+def run_folders(config, task, ckpts, seed_keys) -> dict[str, Any]:
+  """Teacher RL (or the given RL checkpoint), then base / decode-time delta / Direct-OPD on the
+  large checkpoint; per-seed held-out accuracies (temperature config.eval_temperature)."""
+  n = config.num_seeds
+  bcast = lambda t: jax.tree.map(lambda x: jnp.broadcast_to(x, (n,) + x.shape), t)
+  cs, ref = ckpts["small_dir"][:2]
+  cl, large = ckpts["large_dir"][:2]
+  gcfg, dcfg = _rl_configs(config)
+  cost, acc = {}, {}
+  if "small_rl_dir" in ckpts:
+    rl = bcast(ckpts["small_rl_dir"][1])
+  else:
+    timing = {}
+    rl, m = lm_grpo.train(cs, ref, task, gcfg, seed_keys, config.chunk, timing=timing,
+                          desc=f"grpo small_dir {task.name}")
+    cost["teacher_grpo"] = {"wall_s": timing["run_s"], "compile_s": timing["compile_s"],
+                            "reward_curve": m["reward"].mean(0).tolist()}
+  ops = jnp.asarray(task.heldout_set(config.eval_problems, seed=1000 + config.seed))
+  ek = jax.vmap(lambda k: jax.random.fold_in(k, 7))(seed_keys)
+  ident = jnp.arange(cs.vocab_size)
+  temp = config.eval_temperature
+  ref_s, large_s = bcast(ref), bcast(large)
+
+  def evaluate(name, cfg, p, start, beta=0.0):
+    a, _ = evaluator(cfg, cs, task, temp)(p, start, ref_s, rl, jnp.float32(beta), ident, ops, ek)
+    acc[name] = np.asarray(a).tolist()
+
+  evaluate("teacher_ref", cs, ref_s, ref_s)
+  evaluate("teacher_rl", cs, rl, ref_s)
+  evaluate("large_base", cl, large_s, large_s)
+  evaluate("large_decode", cl, large_s, large_s, config.beta)
+  timing = {}
+  student, m = direct_opd.train(
+      cl, large, direct_opd.DeltaPair(cs, ref, rl), task, dcfg,
+      jax.vmap(lambda k: jax.random.fold_in(k, 11))(seed_keys), mode="direct_opd",
+      chunk=config.chunk, desc=f"direct_opd large_dir {task.name}", timing=timing)
+  cost["direct_opd"] = {"wall_s": timing["run_s"], "compile_s": timing["compile_s"],
+                        "reward_curve": m["reward"].mean(0).tolist(),
+                        "alpha_curve": m["alpha"].mean(0).tolist()}
+  evaluate("large_direct_opd", cl, student, large_s)
+  return {"acc": acc, "cost": cost, "student_seed0": jax.tree.map(lambda x: x[0], student)}
+
+
+def _rl_configs(config):
+  """(GRPOConfig, DistillConfig) of the folder-mode run, from the same fields as the pipeline."""
+  gcfg = lm_grpo.GRPOConfig(steps=config.grpo_steps, prompts_per_step=config.grpo_prompts,
+                            group_size=config.grpo_group, lr=config.grpo_lr,
+                            kl_coef=config.grpo_kl)
+  dcfg = direct_opd.DistillConfig(
+      kl_estimator=config.kl_estimator, steps=config.distill_steps,
+      prompts_per_step=config.distill_prompts, rollouts_per_prompt=config.distill_rollouts,
+      lr=config.distill_lr, alpha_init=config.alpha_init, alpha_min=config.alpha_min,
+      alpha_max=config.alpha_max, alpha_eps=config.alpha_eps, estimator=config.estimator)
+  return gcfg, dcfg
+
+
+def folder_report(config, task, folders, ckpts, res) -> str:
+  """Markdown: what was loaded, and accuracy per row (mean [95% CI] over seeds)."""
+  rows = ["| checkpoint | architecture | params | folder |", "|---|---|---|---|"]
+  for flag, (cfg, params, _) in ckpts.items():
+    arch = "Qwen3" if cfg.qk_norm else "Llama"
+    rows.append(f"| {flag} | {arch} d={cfg.d_model} L={cfg.num_layers} | "
+                f"{lm_model.num_params(params):,} | `{folders[flag]}` |")
+  rows += ["", f"Held-out {task.name} accuracy, {config.eval_problems} problems, "
+           f"{config.num_seeds} seeds (mean [95% CI]):", "", "| row | accuracy |", "|---|---|"]
+  for name, a in res["acc"].items():
+    m, lo, hi = stats.mean_ci(np.asarray(a))
+    rows.append(f"| {name} | {m:.3f} [{lo:.3f}, {hi:.3f}] |")
+  base = np.asarray(res["acc"]["large_base"])
+  for name in ("large_decode", "large_direct_opd"):
+    m, lo, hi = stats.mean_ci(np.asarray(res["acc"][name]) - base)
+    rows.append(f"| {name} - large_base | {m:+.3f} [{lo:+.3f}, {hi:+.3f}] |")
+  rl_from = (f"`{folders['small_rl_dir']}`" if folders.get("small_rl_dir")
+             else f"GRPO on small_dir for {config.grpo_steps} steps, one run per seed")
+  return "\n".join([f"Teacher delta: small_dir -> {rl_from}. Direct-OPD: "
+                    f"{config.distill_steps} steps, adaptive alpha from {config.alpha_init}; "
+                    f"decode-time beta={config.beta}. Descriptive figures on user checkpoints: no "
+                    "claim is judged.", ""] + rows)
+
+
+def main_folders(config, tasks, folders: dict[str, str], workdir: str, t_start: float) -> None:
+  """Folder mode: load and check the folders, run the transfer, write the ad-hoc record."""
+  from jaxrl_suite.lm import hf_checkpoint
+  task = tasks[config.main_task]
+  with cli.user_errors():
+    ckpts = load_folders(folders, task)
+  seed_keys = jax.random.split(jax.random.PRNGKey(config.seed), config.num_seeds)
+  res = run_folders(config, task, ckpts, seed_keys)
+  out = os.path.join(workdir, "folders", "large_direct_opd_seed0")
+  stored = ckpts["large_dir"][2]
+  hf_checkpoint.save(out, stored, res.pop("student_seed0"), extra_files={
+      "tokenizer.json": os.path.join(folders["large_dir"], "tokenizer.json")})
+  md = folder_report(config, task, folders, ckpts, res)
+  given = {k: v for k, v in folders.items() if v}
+  results_lib.write_results(
+      f"{NAME}_folders", mode="quick" if config.quick else "full", config=config,
+      seeds=[config.seed + i for i in range(config.num_seeds)], claims=[],
+      wall_time_s=time.time() - t_start, markdown=md + f"\n\nDistilled student (seed 0): `{out}`",
+      payload={"adhoc_inputs": [f"--{k}={v}" for k, v in given.items()], "task": task.name,
+               "folders": given, "runs": res, "student_dir": out},
+      results_dir=_RESULTS.value or results_lib.ADHOC_DIR)
+  print(md)
+
 
 def main(argv):
   del argv
@@ -610,6 +784,9 @@ def main(argv):
   tasks = make_tasks(config)
   workdir = _WORKDIR.value
   os.makedirs(workdir, exist_ok=True)
+  folders = {f: flags.FLAGS[f].value for f in FOLDER_FLAGS}
+  if any(folders.values()):
+    return main_folders(config, tasks, folders, workdir, t_start)
   family = pretrain_family(config, tasks, workdir)
   if _PRETRAIN_ONLY.value:
     return
