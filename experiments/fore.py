@@ -156,9 +156,10 @@ def hub_population():
 
 
 def hub_finite(cfg, k, rng, key):
+  """Section A at finite n: per-n estimates over seeds, the RMSE slope, the i.i.d. check and the
+  bootstrap coverage; `units` holds the per-seed samples behind the registered claims."""
   jax = _jax()
   import jax.numpy as jnp
-  from jaxrl_suite.ope import fore as F
   from jaxrl_suite.ope import mdps as M
   p = M.hub_mdp()
   truth = M.HUB_J
@@ -198,7 +199,16 @@ def hub_finite(cfg, k, rng, key):
       units["brm"] = br[np.isfinite(br)]
       units["lstdq_psi"] = lp[_ok(lp, condp)]
   units.update(_hub_units(cfg, err_big, cov_big))
-  # slope of log RMSE vs log n over n >= 1e3, with a seed-bootstrap CI
+  slope, slope_ci = _rmse_slope(cfg, raw, truth)
+  iid = _iid_check(cfg, p, nu0, key)
+  boot = _boot_coverage(cfg, k, rng, p, (phi, phn, r, nu0), probs, truth,
+                        jax.random.split(key, cfg.iid_check_seeds + 1)[0])
+  return dict(rows=rows, slope=slope, slope_ci=slope_ci, iid_check=iid, bootstrap=boot,
+              units=units)
+
+
+def _rmse_slope(cfg, raw, truth):
+  """Slope of log10 RMSE on log10 n over n >= 1e3, with a 500-draw seed-bootstrap 95% CI."""
   big = [n for n in cfg.ns if n >= 1000]
   slope = float(np.polyfit(np.log10(big), np.log10([np.sqrt(np.mean((raw[n] - truth) ** 2)) for n in big]), 1)[0])
   bs = []
@@ -206,8 +216,16 @@ def hub_finite(cfg, k, rng, key):
   for _ in range(500):
     rm = [np.sqrt(np.mean((raw[n][brng.integers(0, len(raw[n]), len(raw[n]))] - truth) ** 2)) for n in big]
     bs.append(np.polyfit(np.log10(big), np.log10(rm), 1)[0])
-  slope_ci = (float(np.quantile(bs, 0.025)), float(np.quantile(bs, 0.975)))
-  # explicit per-sample i.i.d. draws at one n: same law as the cell counts
+  return slope, (float(np.quantile(bs, 0.025)), float(np.quantile(bs, 0.975)))
+
+
+def _iid_check(cfg, p, nu0, key):
+  """Explicit per-sample i.i.d. draws at one n: the same law as the cell counts."""
+  jax = _jax()
+  import jax.numpy as jnp
+  from jaxrl_suite.ope import fore as F
+  from jaxrl_suite.ope import mdps as M
+  truth = M.HUB_J
   keys = jax.random.split(key, cfg.iid_check_seeds + 1)
   phis = jnp.asarray(p.phi)
   phps = jnp.asarray(M.expected_next_features(p.phi, p.pi))
@@ -225,21 +243,25 @@ def hub_finite(cfg, k, rng, key):
     iv_vals.append(float(a))
     iv_se.append(float(b))
   iv_vals, iv_se = np.array(iv_vals), np.array(iv_se)
-  iid = dict(n=cfg.iid_check_n, seeds=cfg.iid_check_seeds, mean=float(iv_vals.mean()),
-             rmse=float(np.sqrt(np.mean((iv_vals - truth) ** 2))),
-             coverage=float(np.mean(np.abs(iv_vals - truth) <= 1.96 * iv_se)))
-  # Poisson-bootstrap percentile CI coverage
+  return dict(n=cfg.iid_check_n, seeds=cfg.iid_check_seeds, mean=float(iv_vals.mean()),
+              rmse=float(np.sqrt(np.mean((iv_vals - truth) ** 2))),
+              coverage=float(np.mean(np.abs(iv_vals - truth) <= 1.96 * iv_se)))
+
+
+def _boot_coverage(cfg, k, rng, p, arrays, probs, truth, key):
+  """Poisson-bootstrap percentile CI coverage at each of cfg.boot_ns."""
+  import jax.numpy as jnp
+  phi, phn, r, nu0 = arrays
   _NB[0] = cfg.num_boot
   boot = []
   for n in cfg.boot_ns:
     w = jnp.asarray(_counts(rng, n, probs, cfg.boot_seeds))
-    lo, hi = (np.asarray(a) for a in k["boot"](keys[0], phi, phn, r, w, nu0, p.gamma))
+    lo, hi = (np.asarray(a) for a in k["boot"](key, phi, phn, r, w, nu0, p.gamma))
     c = (lo <= truth) & (truth <= hi)
     ok = np.isfinite(lo) & np.isfinite(hi)
     boot.append(dict(n=n, coverage=float(c[ok].mean()), coverage_ci=_binom_ci(c[ok].sum(), ok.sum()),
                      mean_width=float((hi - lo)[ok].mean())))
-  return dict(rows=rows, slope=slope, slope_ci=slope_ci, iid_check=iid, bootstrap=boot,
-              units=units)
+  return boot
 
 
 def _hub_units(cfg, err_big, cov_big):
@@ -263,116 +285,148 @@ def _hub_units(cfg, err_big, cov_big):
 # B. random families
 # ------------------------------------------------------------------------------------------------
 def families(cfg, k, rng):
+  """Section B: for the "moderate" and "severe" random families, population errors (FORE exact,
+  control LSTDQ, BRM, FQE) and finite-n estimates, Wald coverage and the in-sample diagnostics
+  on a pool of MDPs (severe: population FQE diverges)."""
+  out = {}
+  for fam in ("moderate", "severe"):
+    pop, insts, signed = _family_population(cfg, rng, fam)
+    pool = _family_pool(cfg, rng, fam, insts)
+    rows, per_mdp = [], []
+    for n in tqdm.tqdm(cfg.ns, desc=f"{fam}: n"):
+      stats = [_family_mdp_at_n(cfg, k, rng, p, ex, n) for rho, p, ex in pool]
+      rows.append(_family_row(n, stats))
+      if n == cfg.ns[-1]:
+        per_mdp = [_per_mdp_row(j, rho, st) for j, ((rho, _, _), st) in enumerate(zip(pool, stats))]
+    out[fam] = dict(population=pop, finite=rows, finite_mdps=len(pool),
+                    finite_fqe_rho=[float(x[0]) for x in pool], per_mdp_at_max_n=per_mdp,
+                    units=dict(population_signed_rel_err=signed))
+  return out
+
+
+def _family_population(cfg, rng, fam):
+  """Population (infinite-data) errors over cfg.family_population_mdps random MDPs of `fam`:
+  (summary dict, [(rho, problem, exact)], per-MDP signed relative FORE error)."""
+  from jaxrl_suite.ope import mdps as M
+  insts, st = [], dict(fore=[], ctrl=[], brm=[], rho=[], cond=[], qres=[], fqe_conv=[], wmax=[],
+                       fore_signed=[])
+  for _ in tqdm.tqdm(range(cfg.family_population_mdps), desc=f"{fam}: population"):
+    p = M.random_mdp(rng, fam)
+    ex = M.problem_exact(p)
+    jf, _, a_mat = M.population_iv(p.phi, p.phi, p.dmu, ex, p.gamma)
+    jc = M.population_iv(p.extra["ctrl"], p.extra["ctrl"], p.dmu, ex, p.gamma)[0]
+    vals, rho = M.population_fqe(p.phi, p.dmu, ex, p.gamma, iters=(200, 3000))
+    st["fore"].append(abs(jf - ex["J"]) / abs(ex["J"]))
+    st["fore_signed"].append((jf - ex["J"]) / abs(ex["J"]))
+    st["ctrl"].append(abs(jc - ex["J"]) / abs(ex["J"]))
+    st["brm"].append(abs(M.population_brm(p.phi, p.dmu, ex, p.gamma) - ex["J"]) / abs(ex["J"]))
+    st["rho"].append(rho)
+    st["cond"].append(np.linalg.cond(a_mat))
+    st["qres"].append(M.span_residual(p.phi, ex["Q"] - p.dmu @ ex["Q"], p.dmu))
+    st["wmax"].append(ex["w"].max())
+    if rho < 0.999:
+      st["fqe_conv"].append(abs(vals[3000] - ex["J"]) / abs(ex["J"]))
+    insts.append((rho, p, ex))
+  s = {kk: np.array(v) for kk, v in st.items()}
+  pop = dict(mdps=len(insts), fore_rel_err_max=float(s["fore"].max()),
+             ctrl_rel_err_median=float(np.median(s["ctrl"])), ctrl_rel_err_p90=float(np.quantile(s["ctrl"], 0.9)),
+             brm_rel_err_median=float(np.median(s["brm"])), brm_rel_err_p90=float(np.quantile(s["brm"], 0.9)),
+             fqe_rho_median=float(np.median(s["rho"])), fqe_diverge_frac=float(np.mean(s["rho"] > 1)),
+             fqe_converged_max_rel_err=float(s["fqe_conv"].max()) if len(s["fqe_conv"]) else None,
+             cond_median=float(np.median(s["cond"])), cond_max=float(s["cond"].max()),
+             q_residual_min=float(s["qres"].min()), w_max_median=float(np.median(s["wmax"])))
+  return pop, insts, s["fore_signed"]
+
+
+def _family_pool(cfg, rng, fam, insts):
+  """The finite-n pool: the first cfg.family_mdps population MDPs ("severe": only those whose
+  population FQE diverges, drawing more when too few did; chosen from the model, never from
+  coverage)."""
+  from jaxrl_suite.ope import mdps as M
+  pool = [x for x in insts if x[0] > 1] if fam == "severe" else insts
+  tries = 0
+  while fam == "severe" and len(pool) < cfg.family_mdps and tries < 2000:
+    p = M.random_mdp(rng, fam)
+    ex = M.problem_exact(p)
+    _, rho = M.population_fqe(p.phi, p.dmu, ex, p.gamma, iters=(1,))
+    if rho > 1:
+      pool.append((rho, p, ex))
+    tries += 1
+  return pool[:cfg.family_mdps]
+
+
+def _family_mdp_at_n(cfg, k, rng, p, ex, n):
+  """One MDP at one n over cfg.family_seeds data seeds: per-seed arrays (nan = refused) of
+  relative errors, Wald hits (all / identified / every diagnostic passing), support flags, the
+  ORACLE unseen target mass, the control and FQE errors, and the raw diagnostics."""
   import jax.numpy as jnp
   from jaxrl_suite.ope import fore as F
   from jaxrl_suite.ope import mdps as M
-  out = {}
-  for fam in ("moderate", "severe"):
-    insts, st = [], dict(fore=[], ctrl=[], brm=[], rho=[], cond=[], qres=[], fqe_conv=[], wmax=[],
-                         fore_signed=[])
-    for _ in tqdm.tqdm(range(cfg.family_population_mdps), desc=f"{fam}: population"):
-      p = M.random_mdp(rng, fam)
-      ex = M.problem_exact(p)
-      jf, _, a_mat = M.population_iv(p.phi, p.phi, p.dmu, ex, p.gamma)
-      jc = M.population_iv(p.extra["ctrl"], p.extra["ctrl"], p.dmu, ex, p.gamma)[0]
-      vals, rho = M.population_fqe(p.phi, p.dmu, ex, p.gamma, iters=(200, 3000))
-      st["fore"].append(abs(jf - ex["J"]) / abs(ex["J"]))
-      st["fore_signed"].append((jf - ex["J"]) / abs(ex["J"]))
-      st["ctrl"].append(abs(jc - ex["J"]) / abs(ex["J"]))
-      st["brm"].append(abs(M.population_brm(p.phi, p.dmu, ex, p.gamma) - ex["J"]) / abs(ex["J"]))
-      st["rho"].append(rho)
-      st["cond"].append(np.linalg.cond(a_mat))
-      st["qres"].append(M.span_residual(p.phi, ex["Q"] - p.dmu @ ex["Q"], p.dmu))
-      st["wmax"].append(ex["w"].max())
-      if rho < 0.999:
-        st["fqe_conv"].append(abs(vals[3000] - ex["J"]) / abs(ex["J"]))
-      insts.append((rho, p, ex))
-    s = {kk: np.array(v) for kk, v in st.items()}
-    pop = dict(mdps=len(insts), fore_rel_err_max=float(s["fore"].max()),
-               ctrl_rel_err_median=float(np.median(s["ctrl"])), ctrl_rel_err_p90=float(np.quantile(s["ctrl"], 0.9)),
-               brm_rel_err_median=float(np.median(s["brm"])), brm_rel_err_p90=float(np.quantile(s["brm"], 0.9)),
-               fqe_rho_median=float(np.median(s["rho"])), fqe_diverge_frac=float(np.mean(s["rho"] > 1)),
-               fqe_converged_max_rel_err=float(s["fqe_conv"].max()) if len(s["fqe_conv"]) else None,
-               cond_median=float(np.median(s["cond"])), cond_max=float(s["cond"].max()),
-               q_residual_min=float(s["qres"].min()), w_max_median=float(np.median(s["wmax"])))
-    pool = [x for x in insts if x[0] > 1] if fam == "severe" else insts
-    tries = 0
-    while fam == "severe" and len(pool) < cfg.family_mdps and tries < 2000:
-      p = M.random_mdp(rng, fam)
-      ex = M.problem_exact(p)
-      _, rho = M.population_fqe(p.phi, p.dmu, ex, p.gamma, iters=(1,))
-      if rho > 1:
-        pool.append((rho, p, ex))
-      tries += 1
-    pool = pool[:cfg.family_mdps]
-    rows, per_mdp = [], []
-    for n in tqdm.tqdm(cfg.ns, desc=f"{fam}: n"):
-      fe, ce, cov, fq, covs, flag, passed, fqd = [], [], [], [], [], [], [], []
-      unseen = []
-      for j, (rho, p, ex) in enumerate(pool):
-        phi, phn, r, nu0 = (jnp.asarray(a) for a in M.cell_arrays(p))
-        ph2, pn2, _, nu02 = (jnp.asarray(a) for a in M.cell_arrays(p, p.extra["ctrl"]))
-        counts = _counts(rng, n, M.cell_probs(p), cfg.family_seeds)
-        w = jnp.asarray(counts)
-        sa = p.num_states * p.num_actions
-        cell_x = jnp.asarray(np.arange(sa * p.num_states) // p.num_states)  # (s, a) of each row
-        v, se, cond, ident, essf, rare = (np.asarray(a) for a in k["support"](
-            phi, phn, r, w, nu0, p.gamma, cell_x, sa, cfg.support_k))
-        ok = _ok(v, cond)
-        J = ex["J"]
-        hit = np.abs(v - J) <= 1.96 * se
-        fe.append(np.where(ok, np.abs(v - J) / J, np.nan))
-        cov.append(np.where(ok, hit, np.nan))
-        covs.append(np.where(ok & (ident >= 2.0), hit, np.nan))
-        sup_bad = F.check_support(dict(ess_frac=essf, rare_mass_share=rare),
-                                  cfg.support_min_ess_frac, cfg.support_max_rare_share, warn=False)
-        flag.append(np.where(ok, sup_bad, np.nan))
-        # every in-sample diagnostic passes: numerically and statistically identified, support ok
-        passed.append(np.where(ok & (ident >= 2.0) & ~sup_bad, hit, np.nan))
-        # oracle (not available to the estimator): true target mass on (s, a) never sampled
-        cx = counts.reshape(cfg.family_seeds, sa, p.num_states).sum(-1)
-        dpi = np.asarray(ex["w"]) * np.asarray(p.dmu)
-        unseen.append(((cx == 0) * dpi[None]).sum(1) / dpi.sum())
-        vc, _, condc, _ = (np.asarray(a) for a in k["fore"](ph2, pn2, r, w, nu02, p.gamma))
-        ce.append(np.where(_ok(vc, condc), np.abs(vc - J) / J, np.nan))
-        fv = np.asarray(k["fqe"](phi, phn, r, w, nu0, p.gamma, cfg.fqe_iters))
-        fq.append(np.abs(fv - J) / J)
-        if n == cfg.ns[-1]:
-          c_ok = hit[ok]
-          per_mdp.append(dict(
-              mdp=j, fqe_rho=float(rho), coverage=float(c_ok.mean()) if c_ok.size else None,
-              refused_or_weak=float(1 - (ok & (ident >= 2.0)).mean()),
-              support_flagged=float(sup_bad[ok].mean()) if ok.any() else None,
-              ess_frac_median=float(np.median(essf[ok])) if ok.any() else None,
-              rare_share_median=float(np.median(rare[ok])) if ok.any() else None,
-              unseen_target_mass=float(unseen[-1].mean())))
-      # per-MDP coverage (the MDP is the unit of the family's coverage claims); nan when an MDP
-      # has no estimate that counts
-      cov_mdp = [_nanmean(x) for x in cov]
-      pass_mdp = [_nanmean(x) for x in passed]
-      fe, ce, cov, fq, covs, flag, passed, unseen = (np.concatenate(a) for a in (
-          fe, ce, cov, fq, covs, flag, passed, unseen))
-      cv = cov[np.isfinite(cov)]
-      cs = covs[np.isfinite(covs)]
-      fl = flag[np.isfinite(flag)].astype(bool)
-      cf = cov[np.isfinite(flag)]
-      ps = passed[np.isfinite(passed)]
-      rows.append(dict(n=n, fore_median=float(np.nanmedian(fe)), fore_p90=float(np.nanquantile(fe, 0.9)),
-                       refused=int(np.isnan(fe).sum()), coverage=float(cv.mean()),
-                       coverage_ci=_binom_ci(cv.sum(), len(cv)), ctrl_median=float(np.nanmedian(ce)),
-                       weak_ident_frac=float(1 - len(cs) / max(len(cv), 1)),
-                       coverage_identified=float(cs.mean()) if len(cs) else None,
-                       support_flagged_frac=float(fl.mean()) if len(fl) else None,
-                       coverage_support_flagged=float(cf[fl].mean()) if fl.any() else None,
-                       coverage_all_pass=float(ps.mean()) if len(ps) else None,
-                       all_pass_frac=float(len(ps) / max(len(cv), 1)),
-                       unseen_target_mass_mean=float(unseen.mean()),
-                       coverage_per_mdp=cov_mdp, coverage_all_pass_per_mdp=pass_mdp,
-                       fqe_median=float(np.median(fq))))
-    out[fam] = dict(population=pop, finite=rows, finite_mdps=len(pool),
-                    finite_fqe_rho=[float(x[0]) for x in pool], per_mdp_at_max_n=per_mdp,
-                    units=dict(population_signed_rel_err=s["fore_signed"]))
-  return out
+  phi, phn, r, nu0 = (jnp.asarray(a) for a in M.cell_arrays(p))
+  ph2, pn2, _, nu02 = (jnp.asarray(a) for a in M.cell_arrays(p, p.extra["ctrl"]))
+  counts = _counts(rng, n, M.cell_probs(p), cfg.family_seeds)
+  w = jnp.asarray(counts)
+  sa = p.num_states * p.num_actions
+  cell_x = jnp.asarray(np.arange(sa * p.num_states) // p.num_states)  # (s, a) of each row
+  v, se, cond, ident, essf, rare = (np.asarray(a) for a in k["support"](
+      phi, phn, r, w, nu0, p.gamma, cell_x, sa, cfg.support_k))
+  ok = _ok(v, cond)
+  J = ex["J"]
+  hit = np.abs(v - J) <= 1.96 * se
+  sup_bad = F.check_support(dict(ess_frac=essf, rare_mass_share=rare),
+                            cfg.support_min_ess_frac, cfg.support_max_rare_share, warn=False)
+  # oracle (not available to the estimator): true target mass on (s, a) never sampled
+  cx = counts.reshape(cfg.family_seeds, sa, p.num_states).sum(-1)
+  dpi = np.asarray(ex["w"]) * np.asarray(p.dmu)
+  vc, _, condc, _ = (np.asarray(a) for a in k["fore"](ph2, pn2, r, w, nu02, p.gamma))
+  fv = np.asarray(k["fqe"](phi, phn, r, w, nu0, p.gamma, cfg.fqe_iters))
+  return dict(
+      fe=np.where(ok, np.abs(v - J) / J, np.nan), cov=np.where(ok, hit, np.nan),
+      covs=np.where(ok & (ident >= 2.0), hit, np.nan), flag=np.where(ok, sup_bad, np.nan),
+      # every in-sample diagnostic passes: numerically and statistically identified, support ok
+      passed=np.where(ok & (ident >= 2.0) & ~sup_bad, hit, np.nan),
+      unseen=((cx == 0) * dpi[None]).sum(1) / dpi.sum(),
+      ce=np.where(_ok(vc, condc), np.abs(vc - J) / J, np.nan), fq=np.abs(fv - J) / J,
+      ok=ok, ident=ident, hit=hit, sup_bad=sup_bad, essf=essf, rare=rare)
+
+
+def _per_mdp_row(j, rho, st):
+  """One MDP's line of the per-MDP table at the largest n."""
+  ok, essf, rare = st["ok"], st["essf"], st["rare"]
+  c_ok = st["hit"][ok]
+  return dict(
+      mdp=j, fqe_rho=float(rho), coverage=float(c_ok.mean()) if c_ok.size else None,
+      refused_or_weak=float(1 - (ok & (st["ident"] >= 2.0)).mean()),
+      support_flagged=float(st["sup_bad"][ok].mean()) if ok.any() else None,
+      ess_frac_median=float(np.median(essf[ok])) if ok.any() else None,
+      rare_share_median=float(np.median(rare[ok])) if ok.any() else None,
+      unseen_target_mass=float(st["unseen"].mean()))
+
+
+def _family_row(n, stats):
+  """The family's row at one n, seeds of every MDP pooled; per-MDP coverage (the MDP is the unit
+  of the family's coverage claims) is None where an MDP has no estimate that counts."""
+  cov_mdp = [_nanmean(st["cov"]) for st in stats]
+  pass_mdp = [_nanmean(st["passed"]) for st in stats]
+  fe, ce, cov, fq, covs, flag, passed, unseen = (np.concatenate([st[f] for st in stats]) for f in (
+      "fe", "ce", "cov", "fq", "covs", "flag", "passed", "unseen"))
+  cv = cov[np.isfinite(cov)]
+  cs = covs[np.isfinite(covs)]
+  fl = flag[np.isfinite(flag)].astype(bool)
+  cf = cov[np.isfinite(flag)]
+  ps = passed[np.isfinite(passed)]
+  return dict(n=n, fore_median=float(np.nanmedian(fe)), fore_p90=float(np.nanquantile(fe, 0.9)),
+              refused=int(np.isnan(fe).sum()), coverage=float(cv.mean()),
+              coverage_ci=_binom_ci(cv.sum(), len(cv)), ctrl_median=float(np.nanmedian(ce)),
+              weak_ident_frac=float(1 - len(cs) / max(len(cv), 1)),
+              coverage_identified=float(cs.mean()) if len(cs) else None,
+              support_flagged_frac=float(fl.mean()) if len(fl) else None,
+              coverage_support_flagged=float(cf[fl].mean()) if fl.any() else None,
+              coverage_all_pass=float(ps.mean()) if len(ps) else None,
+              all_pass_frac=float(len(ps) / max(len(cv), 1)),
+              unseen_target_mass_mean=float(unseen.mean()),
+              coverage_per_mdp=cov_mdp, coverage_all_pass_per_mdp=pass_mdp,
+              fqe_median=float(np.median(fq)))
 
 
 def _nanmean(x) -> float | None:
@@ -473,7 +527,7 @@ def dope(cfg, key, rng):
   from jaxrl_suite.ope import fore as F
   from jaxrl_suite.ope import mdps as M
   prob, pis = M.multi_policy_mdp(rng, cfg.dope_policies, horizon=cfg.dope_horizon)
-  S, A = prob.num_states, prob.num_actions
+  A = prob.num_actions
   N, H, g = cfg.dope_traj, cfg.dope_horizon, prob.gamma
   truths = np.array([M.exact(prob.P, prob.R, pk, prob.d0, g)["J"] for pk in pis])
   keys = jax.random.split(key, cfg.dope_seeds)
@@ -515,23 +569,25 @@ def dope(cfg, key, rng):
       out = vone(jax.tree.map(lambda a: a[sl], trajs), *tabs)
       for m in est:
         est[m][sl, kk] = np.asarray(out[m])
+  return _dope_summary(est, truths, g ** H * prob.R.max() / (1 - g))
+
+
+def _dope_summary(est, truths, horizon_bias_bound):
+  """The DOPE table (jaxrl_suite.ope.metrics per seed, mean CIs over seeds), FORE's coverage, the
+  linear estimators' gaps to FORE, and the per-seed units of the registered claims."""
+  from jaxrl_suite.ope import metrics
   rng_v = truths.max() - truths.min()
   table = {}
   for m in DOPE_METHODS:
-    e = est[m]
-    finite = np.isfinite(e).all(1)
-    abs_err = np.where(np.isfinite(e), np.abs(e - truths[None]) / rng_v, np.inf).mean(1)
-    sp = np.array([sps.spearmanr(e[i], truths).statistic if finite[i] else np.nan for i in range(len(e))])
-    order = np.argsort(-np.where(np.isfinite(e), e, -np.inf), axis=1)
-    reg1 = (truths.max() - truths[order[:, 0]]) / rng_v
-    reg5 = (truths.max() - truths[order[:, :5]].max(1)) / rng_v
+    mt = metrics.ranking_metrics(est[m], truths, k=5)
+    abs_err, sp = mt["norm_abs_err"], mt["spearman"]
     fin = abs_err[np.isfinite(abs_err)]
     table[m] = dict(
         norm_abs_err_median=float(np.median(abs_err)),
         norm_abs_err_mean_ci=_mean_ci(fin) if len(fin) > 1 else None,
         spearman_mean_ci=_mean_ci(sp[np.isfinite(sp)]) if np.isfinite(sp).sum() > 1 else None,
-        regret1_mean_ci=_mean_ci(reg1), regret5_mean_ci=_mean_ci(reg5),
-        nonfinite_frac=float(np.mean(~finite)))
+        regret1_mean_ci=_mean_ci(mt["regret1"]), regret5_mean_ci=_mean_ci(mt["regret_k"]),
+        nonfinite_frac=float(np.mean(~mt["finite"])))
   cov = np.abs(est["FORE"] - truths[None]) <= 1.96 * est["FORE_se"]
   eq = {m: float(np.nanmax(np.abs(est[m] - est["FORE"]))) for m in ("LSTDQ", "MWL", "DualDICE", "GradientDICE")}
   # per seed: the largest |estimate - FORE| / range of the algebraically equal estimators (a
@@ -546,7 +602,7 @@ def dope(cfg, key, rng):
   return dict(truths=truths.tolist(), value_range=float(rng_v), table=table,
               fore_coverage=float(cov.mean()), fore_coverage_ci=_binom_ci(cov.sum(), cov.size),
               equivalence_max_abs_diff=eq, cond_median=float(np.median(est["cond"])),
-              horizon_bias_bound=float(g ** H * prob.R.max() / (1 - g)), units=units)
+              horizon_bias_bound=float(horizon_bias_bound), units=units)
 
 
 def _mean_ci(x):
@@ -635,24 +691,39 @@ def _f2(x):
 
 def _claims(R, U):
   """One claim row per registered claim (configs/fore.py), judged by jaxrl_suite.repro from the
-  per-unit samples U (the sections' "units"). Each row stores rule, samples, interval and
-  verdict; its `note` holds context numbers that the verdict does not use."""
-  from jaxrl_suite.repro import claim_record
+  per-unit samples U (the sections' "units"), in the registry's order. Each row stores rule,
+  samples, interval and verdict; its `note` holds context numbers that the verdict does not
+  use."""
   reg = _registered()
   cl = []
+  add = functools.partial(_add_claim, cl, reg)
+  _claims_hub(add, R, U)
+  _claims_severe(add, R)
+  _claims_baselines(add, R, U)
+  _claims_conditions(add, cl, reg, R, U)
+  done = {c["repro"]["rule"]["id"] for c in cl}
+  if done != set(reg):
+    raise RuntimeError(f"registered claims without a row: {sorted(set(reg) - done)}")
+  return cl
 
-  def add(cid, a, ref=None, note=""):
-    """The row of claim `cid`: per-unit values `a` (units without a value dropped, and counted
-    in the note), paired with the constant reference `ref` when the claim is against one."""
-    a = _f64(a)
-    dropped = int((~np.isfinite(a)).sum())
-    a = a[np.isfinite(a)]
-    if dropped:
-      note += f"; {dropped} unit(s) without a value left out"
-    row = claim_record(reg[cid], a, None if ref is None else np.full_like(a, ref))
-    row["note"] = note
-    cl.append(row)
 
+def _add_claim(cl, reg, cid, a, ref=None, note=""):
+  """Appends to `cl` the row of claim `cid`: per-unit values `a` (units without a value dropped,
+  and counted in the note), paired with the constant reference `ref` when the claim is against
+  one."""
+  from jaxrl_suite.repro import claim_record
+  a = _f64(a)
+  dropped = int((~np.isfinite(a)).sum())
+  a = a[np.isfinite(a)]
+  if dropped:
+    note += f"; {dropped} unit(s) without a value left out"
+  row = claim_record(reg[cid], a, None if ref is None else np.full_like(a, ref))
+  row["note"] = note
+  cl.append(row)
+
+
+def _claims_hub(add, R, U):
+  """Population exactness (hub and both families), root-n slope and hub coverage."""
   hp, hf = R["hub_population"], R["hub_finite"]
   rows = hf["rows"]
   fam = R["families"]
@@ -671,6 +742,11 @@ def _claims(R, U):
   add("fore.hub_coverage.v1", uh["coverage"], 0.95,
       note="coverage per n (all seeds): " + ", ".join(f"{r['n']:.0e}: {r['coverage']:.3f}"
                                                        for r in big))
+
+
+def _claims_severe(add, R):
+  """The severe family's Wald coverage claims and the honest interval's (fresh pool)."""
+  fam = R["families"]
   sev = fam["severe"]["finite"]
   last = sev[-1]
   below = np.array([_f64(r["coverage_per_mdp"]) for r in sev[:-1]])          # [n, MDP]
@@ -704,6 +780,14 @@ def _claims(R, U):
                f"{r['n']:.0e}: {_f2(r['coverage_pass'])} ({r['refused_frac']:.0%} refused)"
                for r in H["rows"]) + "; the Wald interval on the same passing estimates: " +
            ", ".join(f"{r['n']:.0e}: {_f2(r['wald_coverage_pass'])}" for r in H["rows"]))
+
+
+def _claims_baselines(add, R, U):
+  """FQE divergence, BRM and LSTDQ(psi) bias, and the linear estimators' equivalence."""
+  hp = R["hub_population"]
+  rows = R["hub_finite"]["rows"]
+  uh = U["hub_finite"]
+  cfg = R["config"]
   add("fore.fqe_diverges.v1", [hp["fqe_rho"]],
       note=f"rho = {hp['fqe_rho']:.4f}; |J_FQE| after 200 iters = "
            f"{_fmt(hp['fqe_values']['200'])}; finite-n median |J_FQE(K={cfg['fqe_iters']})| at "
@@ -720,6 +804,12 @@ def _claims(R, U):
   eqmax = max(v for kk, v in eq.items() if v is not None and kk != "FQE (when converged)")
   add("fore.linear_equivalence.v1", U["dope"]["equivalence_gap"],
       note=f"max |diff| over DOPE runs {eqmax:.1e} (value units)")
+
+
+def _claims_conditions(add, cl, reg, R, U):
+  """The single-condition claim (paired errors on the sweep), the DOPE table and the RLDS round
+  trip (descriptive)."""
+  from jaxrl_suite.repro import claim_record
   c1 = R["sweep"]["C1_hub"]["rows"]
   c2 = R["sweep"]["C2_random"]["rows"]
   u1 = U["sweep"]["C1_hub"]
@@ -753,10 +843,6 @@ def _claims(R, U):
            f"truth {cp['truth']:.2f} +- {cp['truth_se']:.2f} (behaviour "
            f"{cp['behaviour_value']:.2f}). Polynomial features do not contain CartPole's ratio; "
            "any error is realizability, not I/O")
-  done = {c["repro"]["rule"]["id"] for c in cl}
-  if done != set(reg):
-    raise RuntimeError(f"registered claims without a row: {sorted(set(reg) - done)}")
-  return cl
 
 
 _TIE_TOL = 1e-9  # |estimate - FORE| / value range below which a method is FORE itself
@@ -841,9 +927,10 @@ def _docs_lines(R, claims, commit_note):
   return L
 
 
-def _markdown(R, claims=()):
+def _hub_md(R):
+  """Section A: hub population numbers, the per-n table, slope, i.i.d. check and bootstrap."""
   hp, hf = R["hub_population"], R["hub_finite"]
-  L = _details_md(claims) + ["## A. Hub-and-spoke MDP (J = 45/38 = 1.184211)", "",
+  L = ["## A. Hub-and-spoke MDP (J = 45/38 = 1.184211)", "",
        f"Population: FORE error {hp['fore_err']:.1e}, w_hat error {hp['w_err']:.1e}, cond(A) {hp['cond_A']:.2f}; "
        f"Q residual on span(phi) {hp['q_residual']:.3f}; FQE rho {hp['fqe_rho']:.4f} "
        f"(values by iteration {', '.join(f'K={k}: {_fmt(v)}' for k, v in hp['fqe_values'].items())}); "
@@ -866,6 +953,12 @@ def _markdown(R, claims=()):
         "Poisson-bootstrap percentile CI coverage: " + "; ".join(
             f"n={b['n']:.0e}: {b['coverage']:.3f} [{b['coverage_ci'][0]:.3f}, {b['coverage_ci'][1]:.3f}], width {b['mean_width']:.4f}"
             for b in hf["bootstrap"]), ""]
+  return L
+
+
+def _families_md(R):
+  """Section B: each family's population summary, per-n table (and per-MDP table for severe)."""
+  L = []
   for fam, F in R["families"].items():
     p = F["population"]
     L += [f"## B. Random family '{fam}'", "",
@@ -906,7 +999,12 @@ def _markdown(R, claims=()):
             "every diagnostic can pass, and the interval is centred on the wrong value. The support "
             "diagnostic warns one step earlier (mass resting on a handful of samples); the oracle column "
             "measures what is left over.", ""]
-  L += _honest_md(R["honest"])
+  return L
+
+
+def _sweep_md(R):
+  """Section C: the ill-conditioning sweeps."""
+  L = []
   for name, S in R["sweep"].items():
     L += [f"## C. Ill-conditioning sweep {name} (J = {S['J']:.4f}; ratio residual stays ~1e-16)", "",
           "| t / t* | sigma_min (population) | median abs err (n=1e4) | sd | refused by check (singular or ident_t<2) | Wald cov. (kept) |",
@@ -916,8 +1014,13 @@ def _markdown(R, claims=()):
       L.append(f"| {r['t_frac']} | {r['sigma_min_pop']:.2e} | {r['median_abs_err']:.3g} | {r['sd']:.3g} | "
                f"{r['flagged_frac']:.2f} | {cov} |")
     L.append("")
+  return L
+
+
+def _dope_md(R):
+  """Section D: the DOPE-style table."""
   D = R["dope"]
-  L += ["## D. DOPE-style OPE table", "",
+  L = ["## D. DOPE-style OPE table", "",
         f"{len(D['truths'])} target policies, true values {min(D['truths']):.3f}..{max(D['truths']):.3f}; "
         f"{R['config']['dope_traj']} trajectories x {R['config']['dope_horizon']} steps of mu per seed, "
         f"{R['config']['dope_seeds']} seeds. Trajectory IS estimators target the H-truncated value "
@@ -933,8 +1036,13 @@ def _markdown(R, claims=()):
              f"{t['regret1_mean_ci'][0]:.3f} | {t['regret5_mean_ci'][0]:.3f} | {t['nonfinite_frac']:.2f} |")
   L += ["", "Max |estimate - FORE| over all runs: " + ", ".join(
       f"{k}: {'-' if v is None else f'{v:.1e}'}" for k, v in D["equivalence_max_abs_diff"].items()), ""]
+  return L
+
+
+def _cartpole_md(R):
+  """Section E (RLDS round trip) and the reading."""
   C = R["cartpole"]
-  L += ["## E. RLDS round trip (CartPole-v1)", "",
+  L = ["## E. RLDS round trip (CartPole-v1)", "",
         f"{C['episodes']} behaviour episodes ({C['transitions']} transitions, mean length {C['mean_length']:.1f}) written "
         f"as an RLDS-shaped array_record TFDS dataset and read back (identical: {C['roundtrip_identical']}, "
         f"{C['rlds_write_read_s']:.1f} s). FORE (poly features, cluster-robust SE, estimated nu0): "
@@ -950,6 +1058,13 @@ def _markdown(R, claims=()):
         "number. Every verdict above comes from the registered rule in configs/fore.py, computed by "
         "jaxrl_suite.repro from the per-seed samples stored in fore.json.",
         "![fore](fore.png)"]
+  return L
+
+
+def _markdown(R, claims=()):
+  """The record's markdown: verdict details, then sections A-E."""
+  L = (_details_md(claims) + _hub_md(R) + _families_md(R) + _honest_md(R["honest"])
+       + _sweep_md(R) + _dope_md(R) + _cartpole_md(R))
   return "\n".join(L)
 
 
