@@ -9,10 +9,16 @@ token-PPO update.
      draw the same tokens (tested), so the ratio is the cache's speed-up.
   2. `lm.token_ppo.make_learner(...).update` on those rollouts: trainable tokens per second
      (tokens x epochs / update time) and window tokens per second, at the same batches.
+  3. Architectures: a full causal forward pass over `--window` tokens (jitted `DecoderLM.apply`,
+     logits out) of FAMILY_V2[--model] (GPT: learned positions, LayerNorm, GELU MLP) and of a
+     Llama-style and a Qwen3-style `lm.llama.LlamaConfig` of the same size (same width, depth,
+     heads and head dimension; SwiGLU width 2/3 d_ff so the MLP has the same parameters; no
+     biases; untied head), at each batch: tokens per second and the ratio to the GPT model.
 
 Wall-clock: best of `--reps` after a compile-and-warm call (best-of, not median: on a shared CPU
 the minimum is the least contaminated by other processes). Run:
   python -m experiments.bench_lm [--batches 1,64,512] [--model xs] [--quick]
+                                 [--sections sampler,arch]
 Not timed in tests.
 """
 
@@ -32,6 +38,8 @@ _TURNS = flags.DEFINE_integer("turns", 24, "Turns (queries) per trajectory.")
 _WINDOW = flags.DEFINE_integer("window", 128, "Context window W (<= the model's max_len).")
 _REPS = flags.DEFINE_integer("reps", 3, "Timed repetitions (best of).")
 _QUICK = flags.DEFINE_bool("quick", False, "Tiny sizes (a smoke run: batches 1,8, 6 turns).")
+_SECTIONS = flags.DEFINE_list("sections", ["sampler", "arch"],
+                               "sampler: sections 1-2 above; arch: section 3.")
 _SKIP_RECOMPUTE_ABOVE = flags.DEFINE_integer(
     "skip_recompute_above", 100_000, "Skip the recompute baseline above this batch.")
 
@@ -46,6 +54,38 @@ def best_time(fn, *args, reps: int = 3) -> float:
     jax.block_until_ready(fn(*args))
     ts.append(time.perf_counter() - t)
   return float(min(ts))
+
+
+def same_size_llamas(cfg):
+  """Llama- and Qwen3-style configs of the GPT config `cfg`'s size (see the module doc)."""
+  from jaxrl_suite.lm import llama
+  common = dict(vocab_size=cfg.vocab_size, d_model=cfg.d_model, num_layers=cfg.num_layers,
+                num_heads=cfg.num_heads, num_kv_heads=cfg.num_heads,
+                head_dim=cfg.d_model // cfg.num_heads, d_ff=round(2 * cfg.d_ff / 3),
+                max_len=cfg.max_len, tokenizer_version=cfg.tokenizer_version)
+  return {"llama": llama.LlamaConfig(name=f"llama_{cfg.name}", **common),
+          "qwen3": llama.LlamaConfig(name=f"qwen3_{cfg.name}", qk_norm=True, **common)}
+
+
+def bench_architectures(cfg, batches, length: int, reps: int) -> None:
+  """Section 3: forward tokens/s of the GPT model and its Llama / Qwen3 counterparts."""
+  import jax
+  import jax.numpy as jnp
+  from jaxrl_suite.lm import model as lm_model
+  models = {"gpt": cfg, **same_size_llamas(cfg)}
+  params = {k: lm_model.init_params(c, jax.random.PRNGKey(0)) for k, c in models.items()}
+  print(f"\nforward pass over {length} tokens (logits out), tok/s and ratio to gpt; params: "
+        + ", ".join(f"{k} {lm_model.num_params(p):,}" for k, p in params.items()))
+  print(f"{'batch':>6} " + " ".join(f"{k + ' tok/s':>13}" for k in models) + " "
+        + " ".join(f"{k + '/gpt':>11}" for k in models if k != "gpt"))
+  for b in batches:
+    tokens = jax.random.randint(jax.random.PRNGKey(b), (b, length), 0, cfg.vocab_size)
+    rate = {}
+    for k, c in models.items():
+      fwd = jax.jit(lambda p, t, c=c: lm_model.DecoderLM(c).apply({"params": p}, t)[0])
+      rate[k] = b * length / best_time(fwd, params[k], tokens, reps=reps)
+    print(f"{b:>6} " + " ".join(f"{rate[k]:>13,.0f}" for k in models) + " "
+          + " ".join(f"{rate[k] / rate['gpt']:>10.2f}x" for k in models if k != "gpt"))
 
 
 def main(argv):
@@ -65,6 +105,9 @@ def main(argv):
                                                max_steps_in_episode=turns))
   ep = env.default_params
   cfg = lm_model.FAMILY_V2[_MODEL.value]
+  if "sampler" not in _SECTIONS.value:
+    bench_architectures(cfg, batches, window, reps)
+    return
   params = lm_model.init_params(cfg, jax.random.PRNGKey(0))
   vcfg = lm_value.ValueConfig("shared")
   vparams = lm_value.init_value_params(vcfg, cfg, jax.random.PRNGKey(1))
@@ -94,6 +137,8 @@ def main(argv):
     rec = res.get(True, float("nan"))
     print(f"{b:>6} {res[False]:>14,.0f} {rec:>16,.0f} {res[False] / rec:>8.1f}x {ctx:>10.0f} "
           f"{train_tok:>12,.0f} {win_tok:>13,.0f}")
+  if "arch" in _SECTIONS.value:
+    bench_architectures(cfg, batches, window, reps)
 
 
 if __name__ == "__main__":
