@@ -34,6 +34,7 @@ import numpy as np
 from flax import struct
 
 from jaxrl_suite.envs.ballast import hydraulics as H
+from jaxrl_suite.envs.ballast import stability as S
 from jaxrl_suite.envs.ballast.baselines import argmin_first, evidence, pack_edges
 from jaxrl_suite.envs.ballast.params import DEG, HydroParams, split_hydro_obs
 
@@ -44,7 +45,8 @@ HYDRO_BASELINES = ("oracle", "replan", "heel_replan")
 class HydroBaselineParams:
   env: HydroParams
   route_words: jax.Array           # [K, EW] packed route edge sets (baselines.evidence)
-  dheel: jax.Array                 # [K] heel change, deg per m3 moved along route k
+  dheel: jax.Array                 # [K] heel change, deg per m3 moved along route k (linear)
+  dmom: jax.Array                  # [K] heel moment change, t m per m3 moved along route k
   margin: float = 0.25             # deg kept free below the heel limit
   w_fail: float = 1e4
   transfer_gain: float = 2.0
@@ -61,9 +63,10 @@ def make_hydro_baseline(env_params: HydroParams, name: str, n_cmds: int = 1,
     raise ValueError(f"unknown BallastHydro baseline {name!r}; valid: {HYDRO_BASELINES}")
   p = env_params
   tcg = jnp.concatenate([p.tcg, jnp.zeros(1)])
-  dheel = p.rho * (tcg[p.route_dst] - tcg[p.route_src]) / (p.displacement * p.gm) / DEG
+  dmom = p.rho * (tcg[p.route_dst] - tcg[p.route_src])
+  dheel = dmom / (p.displacement * p.gm) / DEG
   return HydroBaselineParams(env=p, route_words=jnp.asarray(pack_edges(np.asarray(
-      p.route_edges))), dheel=dheel, heel_aware=name != "replan", oracle=name == "oracle",
+      p.route_edges))), dheel=dheel, dmom=dmom, heel_aware=name != "replan", oracle=name == "oracle",
       n_cmds=n_cmds, **knobs)
 
 
@@ -106,6 +109,10 @@ def hydro_policy(bp: HydroBaselineParams, obs: jax.Array, key=None) -> jax.Array
   f = split_hydro_obs(obs, p)
   v_max, v, score, useful, job = predicted_moves(bp, f)
   heel = f["heel"][0] * p.heel_limit
+  dheel = bp.dheel
+  if p.stab is not None:  # ballast-dependent GM: linearise the heel at the sounded fills
+    vol = jnp.clip(f["level"], 0.0, 1.0) * p.cap
+    dheel = bp.dmom / S.heel_stiffness(vol, p) / DEG
   # Heel band reachable after the commands so far: a move delivers between 0 and v_max (clogs
   # and valve time only slow it), heel is linear in the moved volumes, so the band's ends are
   # heel + the positive / negative parts of dheel * v_max. Admissible = band inside the limit.
@@ -113,21 +120,21 @@ def hydro_policy(bp: HydroBaselineParams, obs: jax.Array, key=None) -> jax.Array
   cmds = jnp.full(P, 2 * K, jnp.int32)
   free = useful & (v > 0.5)
   for i in range(bp.n_cmds):
-    dh = bp.dheel * v_max
+    dh = dheel * v_max
     hi_k, lo_k = hi + jnp.maximum(dh, 0.0), lo + jnp.minimum(dh, 0.0)
     if bp.heel_aware:
       ok = free & (jnp.maximum(hi_k, -lo_k) <= p.heel_limit - bp.margin)
       k_ok = argmin_first(jnp.where(ok, score, jnp.inf), K)
       # nothing admissible: the first command takes the route that lists least (progress must
       # go on); a further command is only ever added when admissible
-      k_low = argmin_first(jnp.where(free, jnp.abs(heel + bp.dheel * v), jnp.inf), K)
+      k_low = argmin_first(jnp.where(free, jnp.abs(heel + dheel * v), jnp.inf), K)
       k = jnp.where(k_ok < K, k_ok, k_low) if i == 0 else k_ok
     else:
       k = argmin_first(jnp.where(free & job, score, jnp.inf), K)
     live = k < K
     kk = jnp.minimum(k, K - 1)
     cmds = jnp.where(live & (jnp.arange(P) == p.route_pump[kk]), kk, cmds)
-    heel = jnp.where(live, heel + bp.dheel[kk] * v[kk], heel)
+    heel = jnp.where(live, heel + dheel[kk] * v[kk], heel)
     hi, lo = jnp.where(live, hi_k[kk], hi), jnp.where(live, lo_k[kk], lo)
     # later commands: other pumps, no shared pipe (pair_ok), not the same tanks
     free = free & live & p.pair_ok[kk, :K] & (p.route_pump != p.route_pump[kk])

@@ -14,9 +14,12 @@ they were. What changes (docs/ballast.md, "BallastHydro"):
         c = 2K        NOOP
     A command on another pump's route, a padded route, or one sharing a pipe with an earlier
     slot's command is ignored (NOOP); `pair_ok` tells a policy which pairs are allowed.
-  * Stability: heel and trim from tank moments (env.heel_trim); |heel| <= heel_limit (2 deg,
-    configurable) must hold during the whole operation: a step that exceeds it ends the
-    episode as a failure (with heel_terminates) and success requires it never happened.
+  * Stability (stability.py): displacement, KG, free-surface correction and fluid GM follow
+    the tank fills; heel = atan(M_heel / (Delta GM)), trim = M_trim / (100 MCTC).
+    |heel| <= heel_limit (2 deg, configurable) and GM >= gm_min (0.15 m) must hold during the
+    whole operation: a step that breaks either ends the episode as a failure (with
+    heel_terminates) and success requires it never happened. The observation carries GM / GM0.
+    (params.stab None: the linear model of BallastNet-v0, constant Delta GM, no GM limit.)
   * Episodes come from a bank generated per layout (episodes.py): per-layout clog prior with
     the documented P(#blocked) exactly, every episode finishable by the heel-aware oracle
     within the step limit (checked at generation). Reset draws a bank index uniformly.
@@ -44,6 +47,7 @@ from flax import struct
 from gymnax.environments import environment, spaces
 
 from jaxrl_suite.envs.ballast import hydraulics as H
+from jaxrl_suite.envs.ballast import stability as S
 from jaxrl_suite.envs.ballast.agent_api import hydro_api
 from jaxrl_suite.envs.ballast.env import heel_trim, update_evidence
 # The params struct and the observation layout live in params.py (shared with env.py); named here.
@@ -91,6 +95,16 @@ def decode(cmd, pump_slot: int, params: HydroParams):
   return k, cmd < K, valid
 
 
+def heel_trim_gm(vol, m_heel0, m_trim0, params: HydroParams):
+  """(heel deg, trim m, GM m, unstable bool): stability.condition with params.stab, else the
+  linear model (constant Delta GM, GM = params.gm, never unstable)."""
+  if params.stab is None:
+    heel, trim = heel_trim(vol, m_heel0, m_trim0, params)
+    return heel, trim, jnp.asarray(params.gm, jnp.float32), jnp.array(False)
+  c = S.condition(vol, m_heel0, m_trim0, params)
+  return c.heel, c.trim, c.gm, c.gm < params.gm_min
+
+
 class BallastHydro(environment.Environment[HydroState, HydroParams]):
   """BallastHydro-v0 (module docstring); `n_sub` sub-steps per decision step (static)."""
 
@@ -132,7 +146,7 @@ class BallastHydro(environment.Environment[HydroState, HydroParams]):
     T, E, P = params.cap.shape[-1], params.edge_mask.shape[-1], params.pump_rate.shape[-1]
     vol0 = b.vol0[idx]
     level = (vol0 + params.sigma_level * params.cap * jax.random.normal(key, (T,)))
-    heel, _ = heel_trim(vol0, b.m_heel0[idx], b.m_trim0[idx], params)
+    heel, _, _, unstable = heel_trim_gm(vol0, b.m_heel0[idx], b.m_trim0[idx], params)
     K = params.route_mask.shape[-1]
     state = HydroState(
         vol=vol0, target=b.target[idx], clog=b.clog[idx], m_heel0=b.m_heel0[idx],
@@ -142,7 +156,7 @@ class BallastHydro(environment.Environment[HydroState, HydroParams]):
         exercised=jnp.zeros(E, bool), fail_sets=jnp.zeros((F_MAX, E), bool),
         fail_kind=jnp.zeros(F_MAX, jnp.int32), fail_route=jnp.full(F_MAX, -1, jnp.int32),
         fail_ptr=jnp.int32(0), max_heel=jnp.abs(heel),
-        violated=jnp.abs(heel) > params.heel_limit, energy_kwh=jnp.zeros(()),
+        violated=(jnp.abs(heel) > params.heel_limit) | unstable, energy_kwh=jnp.zeros(()),
         success=jnp.array(False), episode=jnp.asarray(idx, jnp.int32), time=0)
     return self.get_obs(state, params), state
 
@@ -231,8 +245,8 @@ class BallastHydro(environment.Environment[HydroState, HydroParams]):
       ev = update_evidence(ev, ks[p], valid[p], ratio, informative, params)
       ratios.append(ratio)
       infos.append(informative)
-    heel, trim = heel_trim(vol, state.m_heel0, state.m_trim0, params)
-    over = jnp.abs(heel) > params.heel_limit
+    heel, trim, gm, unstable = heel_trim_gm(vol, state.m_heel0, state.m_trim0, params)
+    over = (jnp.abs(heel) > params.heel_limit) | unstable
     violated = state.violated | over
     done_plan = jnp.all((jnp.abs(vol - state.target) < params.tol) | ~params.tank_mask)
     success = done_plan & ~violated
@@ -248,7 +262,7 @@ class BallastHydro(environment.Environment[HydroState, HydroParams]):
         -1.0 + params.gamma * phi1 - phi0 + params.success_bonus * success -
         params.violation_pen * (over & ~state.violated))
     terminated = success | (violated & params.heel_terminates) | done_plan
-    info = {"success": success, "heel": heel, "trim": trim, "dv": dv, "energy_kwh": energy,
+    info = {"success": success, "heel": heel, "trim": trim, "gm": gm, "dv": dv, "energy_kwh": energy,
             "violated": violated, "cmd": cmd}
     return self.get_obs(new, params), new, reward.astype(jnp.float32), terminated, info
 
@@ -261,7 +275,7 @@ class BallastHydro(environment.Environment[HydroState, HydroParams]):
     T, E, P = params.cap.shape[-1], params.edge_mask.shape[-1], params.pump_rate.shape[-1]
     K = params.route_mask.shape[-1]
     cap = jnp.where(params.tank_mask, params.cap, 1.0)
-    heel, trim = heel_trim(state.vol, state.m_heel0, state.m_trim0, params)
+    heel, trim, gm, _ = heel_trim_gm(state.vol, state.m_heel0, state.m_trim0, params)
     need_fill = (state.target - state.vol > params.tol) & params.tank_mask
     need_drain = (state.vol - state.target > params.tol) & params.tank_mask
     live = state.last_cmd < 2 * K
@@ -274,7 +288,7 @@ class BallastHydro(environment.Environment[HydroState, HydroParams]):
         "last_route": params.route_edges[k_last] & live[:, None],
         "last_pumped": live & (state.last_cmd < K), "last_ratio": state.last_ratio,
         "last_info": state.last_info, "heel": heel[None] / params.heel_limit,
-        "trim": trim[None], "time": jnp.array([state.time / params.max_steps_in_episode]),
+        "trim": trim[None], "gm": gm[None] / params.gm, "time": jnp.array([state.time / params.max_steps_in_episode]),
         "good": state.good, "chat": state.chat, "exercised": state.exercised,
         "edge_mask": params.edge_mask, "fail_sets": state.fail_sets,
         "fail_kind": state.fail_kind, "fail_route": state.fail_route,
@@ -298,9 +312,10 @@ def hydro_params(layout: dict[str, Any], graph: dict[str, np.ndarray], bank: Epi
   arrays = graph_arrays(graph, fields)
   n_p = len(layout["pump_rate_m3h"])
   hydro = layout["hydrostatics"]
+  hyd = H.make_hydraulics(layout, graph)
   return HydroParams(
       **arrays, pump_mask=jnp.arange(graph["pump_rate"].shape[0]) < n_p,
-      hyd=H.make_hydraulics(layout, graph), bank=bank,
+      hyd=hyd, bank=bank, stab=S.make_stability(layout, graph, hyd.z_bottom, hyd.height),
       displacement=float(hydro["displacement_t"]), gm=float(hydro["gm_m"]),
       mctc=float(hydro["mctc_tm_per_cm"]), lcf=float(hydro["lcf_m"]),
       rho=float(hydro["rho_t_per_m3"]), **overrides)

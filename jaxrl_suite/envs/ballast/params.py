@@ -189,6 +189,8 @@ class HydroParams(GraphParams):
   pump_mask: jax.Array
   hyd: H.Hydraulics
   bank: EpisodeBank
+  stab: Any = None            # stability.Stability: ballast-dependent GM / heel / trim; None =
+                              # the linear model of BallastNet-v0 (constant Delta GM)
   displacement: float = 133000.0
   gm: float = 1.5
   mctc: float = 2900.0
@@ -199,6 +201,7 @@ class HydroParams(GraphParams):
   max_steps_in_episode: int = 96
   tol: float = 10.0
   heel_limit: float = 2.0
+  gm_min: float = 0.15        # m; GM below it is a stability failure (with stab only)
   heel_terminates: bool = True
   gamma: float = 0.99
   success_bonus: float = 10.0
@@ -217,7 +220,7 @@ def hydro_obs_fields(T: int, E: int, P: int) -> list[tuple[str, tuple[int, ...]]
   return [("level", (T,)), ("target", (T,)), ("dlevel", (T,)), ("need_fill", (T,)),
           ("need_drain", (T,)), ("tank_mask", (T,)), ("last_route", (P, E)),
           ("last_pumped", (P,)), ("last_ratio", (P,)), ("last_info", (P,)), ("heel", (1,)),
-          ("trim", (1,)), ("time", (1,)), ("good", (E,)), ("chat", (E,)), ("exercised", (E,)),
+          ("trim", (1,)), ("gm", (1,)), ("time", (1,)), ("good", (E,)), ("chat", (E,)), ("exercised", (E,)),
           ("edge_mask", (E,)), ("fail_sets", (F, E)), ("fail_kind", (F,)), ("fail_route", (F,)),
           ("clog_revealed", (E,))]
 

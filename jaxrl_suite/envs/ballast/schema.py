@@ -31,10 +31,12 @@ EDGE_KEYS = {"u": (True, "str"), "v": (True, "str"), "kind": (True, "str"),
              "length": (True, "num"), "can_block": (False, "bool"),
              "diameter_m": (False, "num")}
 TANK_KEYS = {"node": (True, "str"), "capacity": (True, "num"), "lcg": (True, "num"),
-             "tcg": (True, "num"), "z_bottom_m": (False, "num"), "height_m": (False, "num")}
+             "tcg": (True, "num"), "z_bottom_m": (False, "num"), "height_m": (False, "num"),
+             "breadth_m": (False, "num")}
 HYDRO_KEYS = {"displacement_t": (True, "num"), "gm_m": (True, "num"),
               "mctc_tm_per_cm": (True, "num"), "lcf_m": (True, "num"),
-              "rho_t_per_m3": (True, "num"), "draught_m": (False, "num")}
+              "rho_t_per_m3": (True, "num"), "draught_m": (False, "num"),
+              "kg_m": (False, "num")}
 # Pump and pipe data for the hydraulic model (hydraulics.py); every key optional, defaults there.
 HYDRAULICS_KEYS = {"pump_head_m": (False, "list"), "shutoff_ratio": (False, "num"),
                    "pump_efficiency": (False, "num"), "pipe_diameter_m": (False, "num"),
@@ -48,7 +50,8 @@ CLOG_KEYS = {"p_blocked": (False, "list"), "p_partial": (False, "list"),
 RANGES = {
     "length": (0.1, 1000.0), "diameter_m": (0.05, 1.5), "capacity": (1.0, 50000.0),
     "lcg": (-250.0, 250.0), "tcg": (-40.0, 40.0), "z_bottom_m": (0.0, 40.0),
-    "height_m": (0.3, 40.0), "displacement_t": (500.0, 600000.0), "gm_m": (0.05, 15.0),
+    "height_m": (0.3, 40.0), "breadth_m": (0.3, 80.0), "kg_m": (0.5, 60.0),
+    "displacement_t": (500.0, 600000.0), "gm_m": (0.05, 15.0),
     "mctc_tm_per_cm": (5.0, 20000.0), "lcf_m": (-100.0, 100.0), "rho_t_per_m3": (0.99, 1.04),
     "draught_m": (0.5, 25.0), "pump_rate_m3h": (10.0, 10000.0), "pump_head_m": (3.0, 150.0),
     "shutoff_ratio": (1.01, 2.0), "pump_efficiency": (0.2, 0.95),
