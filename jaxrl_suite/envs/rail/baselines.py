@@ -131,6 +131,7 @@ def bid_prices(state: EnvState, params: EnvParams, theta, known_shock=False):
   def solve(r, lg, cap):
     a = jnp.concatenate([lg.T, jnp.ones((1, n_l))], 0)                  # [NL + 1, L]
     b = jnp.concatenate([jnp.maximum(cap, 0.0), jnp.ones((1,))])
+    a, b, _ = lp.drop_implied_rows(a, b)          # identical legs: float32-safe duals (lp.py)
     _, _, y = lp.simplex_max(r, a, b)
     return y[:NL_MAX]
 

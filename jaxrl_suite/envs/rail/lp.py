@@ -53,3 +53,29 @@ def simplex_max(c: jax.Array, a: jax.Array, b: jax.Array, max_iter: int = 64):
   x = jnp.zeros(n + m, dt).at[basis].set(tab[:m, -1])[:n]
   y = tab[m, n:n + m]
   return x, tab[m, -1], y
+
+
+def drop_implied_rows(a: jax.Array, b: jax.Array, rtol: float = 1e-6):
+  """Presolve: zero every row of `A x <= b` (x >= 0) implied by another row, keeping shapes.
+
+  Row i is implied by row j != i when a_j >= a_i entrywise and b_j <= b_i (then a_i x <= a_j x
+  <= b_j <= b_i for x >= 0); of exact duplicates the lowest index is kept. A dropped row becomes
+  0 . x <= b_i, whose slack stays basic, so its dual is 0; the duals of the kept rows are then an
+  optimal dual of the original LP too (dual feasibility only involves the kept rows).
+
+  Why: the CDLP of a train has one row per leg, and the legs a train runs often carry exactly the
+  same seat demand (every market it serves crosses all of them). Pivoting on one of k identical
+  rows leaves the others as float32 round-off (~1e-5 of the entries), which the simplex then
+  pivots on: the optimum survives, but the duals (the bid prices) came out up to ~9x too high
+  (tests/envs/rail/test_rail_rm_references.py, ecml train 6, before this presolve).
+  """
+  scale = jnp.max(jnp.abs(a)) + 1e-30
+  ge = jnp.all(a[None, :, :] >= a[:, None, :] - rtol * scale, -1)   # ge[i, j]: a_j >= a_i
+  le_b = b[None, :] <= b[:, None]                                   # b_j <= b_i
+  same = jnp.logical_and(jnp.all(jnp.abs(a[None] - a[:, None]) <= rtol * scale, -1),
+                         b[None, :] == b[:, None])
+  idx = jnp.arange(a.shape[0])
+  # j implies i: dominates it, and is not an exact twin of higher index (twins: keep the lowest)
+  implies = ge & le_b & (idx[None, :] != idx[:, None]) & ~(same & (idx[None, :] > idx[:, None]))
+  drop = jnp.any(implies, -1)
+  return jnp.where(drop[:, None], 0.0, a), b, drop
