@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_suite.envs import arguments
-from jaxrl_suite.envs.serving import cost_model, engine, env_base, traces, workload
+from jaxrl_suite.envs.serving import cost_model, engine, env_base, profiled_cost, traces, workload
 
 STATIC_LEVELS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 28)
 CAP_LEVELS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -118,13 +118,8 @@ class StaticBatching(env_base.ServingEnv):
     sum_p = jnp.sum(p).astype(ft)
     sum_pairs = jnp.sum(cost_model.prefill_pairs(0.0, p.astype(ft)))   # causal, in float
     max_o = jnp.max(jnp.where(mem, req.output, 1)).astype(ft)
-    t_pref, t_tot = cost_model.static_batch_time(jnp, hw.t_ovh[0], hw.t_w[0], hw.alpha[0],
-                                                 hw.beta[0], hw.gamma[0], n.astype(ft), sum_p,
-                                                 sum_pairs, max_o)
-    # per-token streaming: member i is complete after prefill + D(o_i - 1) (module docstring)
-    t_own = t_pref + cost_model.static_decode_time(jnp, hw.t_ovh[0], hw.t_w[0], hw.alpha[0],
-                                                   hw.beta[0], n.astype(ft), sum_p,
-                                                   (req.output - 1).astype(ft))
+    t_pref, t_tot, t_own = _static_times(hw, n.astype(ft), p.astype(ft), sum_p, sum_pairs,
+                                         max_o, (req.output - 1).astype(ft))
     ttft = jnp.where(mem, s.t + t_pref, s.ttft)
     finish = jnp.where(mem, s.t + t_own, s.finish)
     status = jnp.where(mem, engine.DONE, s.status).astype(jnp.int32)
@@ -262,13 +257,37 @@ class ContinuousBatching(env_base.EventEnv):
         f(hist) / 32]).astype(jnp.float32)
 
 
+def _static_times(hw, n, p, sum_p, sum_pairs, max_o, own_m):
+  """(prefill time, batch time, per-request completion times [K]) of a static batch of n
+  requests with prompts p [K] (0 outside the batch): one unchunked prefill, then max_o - 1 padded
+  decode steps; request i completes after the prefill and own_m[i] = o_i - 1 of them
+  (per-token streaming). Analytic: `cost_model.static_batch_time`; profiled (hw.prof):
+  `profiled_cost.static_decode_time` after a prefill of t_ovh + 1e-3 L [G(sum p) +
+  sum_i P(p_i, 0)]."""
+  t_ovh = hw.t_ovh[0]
+  if hw.prof is None:
+    t_pref, t_tot = cost_model.static_batch_time(jnp, t_ovh, hw.t_w[0], hw.alpha[0], hw.beta[0],
+                                                 hw.gamma[0], n, sum_p, sum_pairs, max_o)
+    dec = lambda m: cost_model.static_decode_time(jnp, t_ovh, hw.t_w[0], hw.alpha[0], hw.beta[0],
+                                                  n, sum_p, m)
+  else:
+    attn = jnp.sum(profiled_cost.prefill_ms(jnp, hw.prof, p, jnp.zeros_like(p)))
+    t_pref = profiled_cost.iteration_time(jnp, hw.prof, sum_p, attn, 0.0, 0.0, t_ovh)
+    dec = lambda m: profiled_cost.static_decode_time(jnp, hw.prof, t_ovh, n, sum_p, m)
+    t_tot = t_pref + dec(max_o - 1)
+  return t_pref, t_tot, t_pref + dec(own_m)
+
+
 def default_params(mode: str = "static", gpu: str = "A100-7B",
                    trace: str | traces.Trace = "azure_conv", train_frac: float | None = 0.6,
                    part: str = "early", max_batched_tokens: int = 2048,
                    max_model_len: int | None = None, levels: Sequence[int] | None = None,
                    model: str = cost_model.LLAMA2_7B.name, rate_window: int | None = None,
-                   rate_ref: float | None = None, **overrides: Any) -> EnvParams:
+                   rate_ref: float | None = None, iteration_cost: str = "analytic",
+                   **overrides: Any) -> EnvParams:
   """Params of GPU type `gpu` serving `model` (cost_model.spec_for) over (a part of) a trace;
+  iteration_cost: "analytic" or "profiled" (Vidur-profile tables, A100-7B only:
+  engine.make_hardware);
   max_model_len None = the model's context, at most the GPU's KV capacity (prompts are clipped
   to it: `traces.Trace.clip_stats` reports how much). rate_window = K: every K-request window
   offers the mean rate rate_ref (default: the trace part's own) x rate_scale
@@ -282,7 +301,7 @@ def default_params(mode: str = "static", gpu: str = "A100-7B",
   spec = cost_model.spec_for(gpu, model)
   if max_model_len is None:
     max_model_len = cost_model.max_model_len_of(spec)
-  hw = engine.make_hardware([spec], max_batched_tokens)
+  hw = engine.make_hardware([spec], max_batched_tokens, iteration_cost=iteration_cost)
   return EnvParams(hw=hw, trace=workload.trace_arrays(tr, max_model_len, rate_window=rate_window,
                                                      rate_ref=rate_ref),
                    levels=jnp.asarray(levels, jnp.int32), max_model_len=max_model_len,

@@ -38,7 +38,9 @@ One iteration on GPU g, scheduled at time t (vLLM-like, rules of design doc §2.
      sum_ctx = sum of decode contexts p + gen, and prefill attention pairs
      A(pf, c) = c pf + c (c + 1) / 2 per chunk (`cost_model.prefill_pairs`: causal masking, token
      j of the chunk attends to the pf earlier tokens and to j of its own; p (p + 1) / 2 for an
-     unchunked prefill).
+     unchunked prefill). With `make_hardware(..., iteration_cost="profiled")` (A100 Llama-2-7B
+     only) the duration is instead `profiled_cost.iteration_time`: tables fitted to Vidur's
+     operator profiles, t_ovh + 1e-3 L [G(N_tok) + sum_i P(c_i, pf_i) + D(n_d, mean context)].
 At the iteration's end every scheduled request advances: prefill chunks add to pf; a request whose
 prefill completes, and every decoding request, emits one token (TTFT = end of the iteration that
 emits the first token); a request with gen == o finishes.
@@ -56,10 +58,13 @@ Iteration j of the span (j = 0..n-1) has decode context S + n_d j, so the span l
   f(n) = sum_{j<n} (c0 + beta (S + n_d j)) = n c0 + beta (n S + n_d n (n - 1) / 2),
   c0 = t_ovh + max(t_w, alpha n_d),
 
-and n = min(n_fin, n_kv, k_b + 1) with n_fin the fewest tokens any decoder still needs, n_kv =
+and n = min(n_fin, n_kv, n_seg, k_b + 1) with n_fin the fewest tokens any decoder still needs, n_kv =
 16 floor(free blocks / n_d) + 1 (each decoder gains at most ceil(j/16) blocks in j iterations, so
 the KV check cannot preempt inside the span) and k_b the number of span boundaries at or before
-the next future arrival already waiting on the GPU. Admission cannot succeed at a skipped
+the next future arrival already waiting on the GPU; n_seg = inf for the analytic cost, and for
+the profiled one the iterations whose mean context stays on one linear segment of the decode
+table, where the iteration time is exactly c0 + beta s (`profiled_cost.decode_linear` gives c0,
+beta: `_decode_coeffs`). Admission cannot succeed at a skipped
 boundary: the first arrived waiting request failed now, and its tests (running count vs cap, free
 blocks vs watermark, token budget) only get harder while the batch is unchanged.
 
@@ -82,6 +87,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_suite.envs.serving import cost_model
+from jaxrl_suite.envs.serving import profiled_cost
 
 WAITING, UNROUTED, RUNNING, DONE, REJECTED = 1, 0, 2, 3, 4
 EMPTY = UNROUTED   # an empty window slot
@@ -103,14 +109,33 @@ class Hardware:
   watermark: jax.Array      # int32 [N] blocks kept free at admission
   type_id: jax.Array        # int32 [N]
   max_batched_tokens: jax.Array  # int32 [N]
+  # iteration cost: None = analytic (cost_model.iteration_time with the constants above); else
+  # the profile-fitted tables (profiled_cost.ProfiledTables) shared by every GPU
+  prof: profiled_cost.ProfiledTables | None = None
+
+
+ITERATION_COSTS = ("analytic", "profiled")
+# GPU specs with profile-fitted tables (profiled_cost): Llama-2-7B on one A100, TP1
+PROFILED_SPECS = ("A100-7B",)
 
 
 def make_hardware(specs, max_batched_tokens=2048, watermark_frac: float = 0.01,
-                  dtype=float) -> Hardware:
-  """Hardware of the GPUs `specs`; max_batched_tokens: one for all or one per GPU."""
+                  dtype=float, iteration_cost: str = "analytic") -> Hardware:
+  """Hardware of the GPUs `specs`; max_batched_tokens: one for all or one per GPU.
+  iteration_cost: "analytic" (cost_model.iteration_time, every GPU type) or "profiled"
+  (profiled_cost tables fitted to Vidur's profiles; every spec must be in PROFILED_SPECS)."""
   tab = cost_model.spec_table(specs)
   f = lambda x: jnp.asarray(x, dtype=jnp.result_type(dtype))
-  return Hardware(t_ovh=f(tab["t_ovh"]), t_w=f(tab["t_w"]), alpha=f(tab["alpha"]),
+  if iteration_cost not in ITERATION_COSTS:
+    raise ValueError(f"iteration_cost must be one of {ITERATION_COSTS}, got {iteration_cost!r}")
+  prof = None
+  if iteration_cost == "profiled":
+    bad = sorted({s.name for s in specs if s.name not in PROFILED_SPECS})
+    if bad:
+      raise ValueError(f"iteration_cost='profiled' has Vidur profiles only for {PROFILED_SPECS}; "
+                       f"got {bad}: use iteration_cost='analytic' for these GPU specs")
+    prof = profiled_cost.as_jax(profiled_cost.a100_llama2_7b(), jnp.result_type(dtype))
+  return Hardware(prof=prof, t_ovh=f(tab["t_ovh"]), t_w=f(tab["t_w"]), alpha=f(tab["alpha"]),
                   beta=f(tab["beta"]), gamma=f(tab["gamma"]),
                   kv_blocks=jnp.asarray(tab["kv_blocks"], jnp.int32),
                   watermark=jnp.asarray((watermark_frac * tab["kv_blocks"]).astype("int32")),
@@ -396,6 +421,32 @@ def _decode_c0(t_ovh, t_w, alpha, nd):
   """c0 = t_ovh + max(t_w, alpha nd): the context-free part of a pure-decode iteration's time
   (cost_model.iteration_time with no context and no prefill)."""
   return cost_model.iteration_time(jnp, t_ovh, t_w, alpha, 0.0, 0.0, nd, 0.0, 0.0)
+
+
+def _decode_coeffs(hw: Hardware, t_ovh, t_w, alpha, beta, nd, s):
+  """(c0, beta, n_seg): a pure-decode iteration of nd requests at context sum s takes c0 + beta s
+  for the next n_seg iterations (float, inf = unbounded). Analytic: c0 = `_decode_c0`, the
+  spec's beta, n_seg = inf. Profiled: `profiled_cost.decode_linear` (module docstring). Arrays
+  broadcast (one GPU or all [N])."""
+  if hw.prof is None:
+    return _decode_c0(t_ovh, t_w, alpha, nd), beta, jnp.full(jnp.shape(nd), INF, t_ovh.dtype)
+  c0, b, n_seg = profiled_cost.decode_linear(jnp, hw.prof, nd, s, t_ovh)
+  return c0.astype(t_ovh.dtype), b.astype(t_ovh.dtype), n_seg.astype(t_ovh.dtype)
+
+
+def _iteration_time(hw: Hardware, g, n_tok, sum_ctx, sum_sq, chunk, pf, pref, nd):
+  """Duration of GPU g's iteration (step 4 of the module docstring); chunk, pf, pref [W] (the
+  profiled cost sums P(chunk, pf) over prefill slots), totals in the float dtype."""
+  t_ovh = _pick(hw.t_ovh, g)
+  if hw.prof is None:
+    return cost_model.iteration_time(jnp, t_ovh, _pick(hw.t_w, g), _pick(hw.alpha, g),
+                                     _pick(hw.beta, g), _pick(hw.gamma, g), n_tok, sum_ctx, sum_sq)
+  ft = t_ovh.dtype
+  p_ms = jnp.sum(jnp.where(pref, profiled_cost.prefill_ms(jnp, hw.prof, chunk.astype(ft),
+                                                          pf.astype(ft)), 0.0))
+  mean_ctx = sum_ctx / jnp.maximum(nd, 1).astype(ft)
+  return profiled_cost.iteration_time(jnp, hw.prof, n_tok, p_ms, nd.astype(ft), mean_ctx,
+                                      t_ovh).astype(ft)
 
 
 def decode_span_time(c0, beta, s, nd, k):
@@ -709,9 +760,8 @@ def schedule(eng: Engine, hw: Hardware, g, t, span_bound=INF, fast_forward: bool
   sum_ctx = jnp.sum(jnp.where(dec, req.prompt + eng.gen, 0))
   # causal prefill pairs, in the float dtype (c pf overflows int32 at 128k contexts)
   sum_sq = jnp.sum(jnp.where(pref, cost_model.prefill_pairs(pf.astype(ft), chunk.astype(ft)), 0))
-  dur = cost_model.iteration_time(jnp, _pick(hw.t_ovh, g), _pick(hw.t_w, g),
-                                  _pick(hw.alpha, g), _pick(hw.beta, g), _pick(hw.gamma, g),
-                                  n_tok.astype(ft), sum_ctx.astype(ft), sum_sq)
+  dur = _iteration_time(hw, g, n_tok.astype(ft), sum_ctx.astype(ft), sum_sq, chunk, pf,
+                        pref & (chunk > 0), jnp.sum(dec))
   busy = n_tok > 0
   kv = used + jnp.sum(jnp.where(admit, _blocks(pt), 0))
   i32 = lambda x: x.astype(jnp.int32)
@@ -721,13 +771,15 @@ def schedule(eng: Engine, hw: Hardware, g, t, span_bound=INF, fast_forward: bool
     # 5. Decode span: n identical pure-decode iterations as one event (module docstring).
     nd = jnp.sum(dec)
     pure = busy & ~jnp.any(pref)
-    c0 = _decode_c0(_pick(hw.t_ovh, g), _pick(hw.t_w, g), _pick(hw.alpha, g), nd.astype(ft))
-    beta = _pick(hw.beta, g)
+    c0, beta, n_seg = _decode_coeffs(hw, _pick(hw.t_ovh, g), _pick(hw.t_w, g),
+                                     _pick(hw.alpha, g), _pick(hw.beta, g), nd.astype(ft),
+                                     sum_ctx.astype(ft))
     big = jnp.iinfo(jnp.int32).max // 4
     n_fin = jnp.min(jnp.where(dec, req.output - eng.gen, big))
     n_kv = cost_model.BLOCK_TOKENS * (free // jnp.maximum(nd, 1)) + 1
+    n_seg = jnp.minimum(n_seg, big).astype(jnp.int32)
     a_next = jnp.min(jnp.where(mine & (status == WAITING) & (req.arrival > t), req.arrival, INF))
-    k_max = jnp.maximum(jnp.minimum(n_fin, n_kv) - 1, 0)
+    k_max = jnp.maximum(jnp.minimum(jnp.minimum(n_fin, n_kv), n_seg) - 1, 0)
     k_b = decode_steps_within(c0, beta, sum_ctx, nd, jnp.minimum(span_bound, a_next) - t,
                                k_max)
     n = jnp.where(pure, k_b + 1, 1)
@@ -775,9 +827,10 @@ def at_time(eng: Engine, hw: Hardware, t) -> Engine:
   mem = (eng.status == RUNNING) & (eng.chunk > 0) & (eng.pf >= eng.pt)
   ctx = jnp.where(mem, req.prompt + eng.gen, 0)
   nd, s = _per_gpu_sums(onehot, [mem.astype(jnp.int32), ctx])
-  c0 = _decode_c0(hw.t_ovh, hw.t_w, hw.alpha, nd.astype(ft))
+  c0, beta, _ = _decode_coeffs(hw, hw.t_ovh, hw.t_w, hw.alpha, hw.beta, nd.astype(ft),
+                               s.astype(ft))
   span = eng.busy & (eng.reps > 1)
-  k = decode_steps_within(c0, hw.beta, s, nd, t - eng.t_start, jnp.maximum(eng.reps - 1, 0))
+  k = decode_steps_within(c0, beta, s, nd, t - eng.t_start, jnp.maximum(eng.reps - 1, 0))
   k = jnp.where(span, k, 0)
   k_req = jnp.where(mem, jnp.round(onehot @ k.astype(ft)).astype(jnp.int32), 0)   # k[gpu]
   gen = eng.gen + k_req
@@ -786,7 +839,7 @@ def at_time(eng: Engine, hw: Hardware, t) -> Engine:
       gen=gen.astype(jnp.int32),
       kv_used=jnp.where(span, kv, eng.kv_used).astype(jnp.int32),
       kv_peak=jnp.where(span, jnp.maximum(eng.kv_base, kv), eng.kv_peak).astype(jnp.int32),
-      iter_end=jnp.where(span, eng.t_start + decode_span_time(c0, hw.beta, s, nd, k + 1),
+      iter_end=jnp.where(span, eng.t_start + decode_span_time(c0, beta, s, nd, k + 1),
                          eng.iter_end),
       n_iter=jnp.where(span, eng.n_iter - eng.reps + k + 1, eng.n_iter).astype(jnp.int32))
 
@@ -809,8 +862,8 @@ def cut(eng: Engine, hw: Hardware, g, t) -> Engine:
   nd = jnp.sum(mem)
   s = jnp.sum(jnp.where(mem, req.prompt + eng.gen, 0)).astype(ft)
   reps, t0 = _pick(eng.reps, g), _pick(eng.t_start, g)
-  c0 = _decode_c0(_pick(hw.t_ovh, g), _pick(hw.t_w, g), _pick(hw.alpha, g), nd.astype(ft))
-  beta = _pick(hw.beta, g)
+  c0, beta, _ = _decode_coeffs(hw, _pick(hw.t_ovh, g), _pick(hw.t_w, g), _pick(hw.alpha, g),
+                               _pick(hw.beta, g), nd.astype(ft), s)
   k = decode_steps_within(c0, beta, s, nd, t - t0, jnp.maximum(reps - 1, 0))
   n = jnp.where(_pick(eng.busy, g) & (reps > 1), jnp.minimum(k + 1, reps), reps)
   shorter = n < reps

@@ -300,6 +300,43 @@ def decode_linear(xp, tab: ProfiledTables, n_dec, sum_ctx, t_ovh=0.0, n_layers: 
   return c0, beta, n_seg
 
 
+def decode_series_ms(xp, tab: ProfiledTables, n_dec, k0, m):
+  """sum_{j=1..m} D(b, k0 + j), ms: decode attention of m padded decode steps of a static batch of
+  b = n_dec sequences whose mean context starts at k0 (each step adds one token to every one).
+
+  D(b, .) is linear on each context segment [k_s, k_{s+1}) (constant from the last node on), so
+  each segment adds n_s (D(b, k_s) - slope_s k_s) + slope_s sum_{j in s} (k0 + j) over the
+  n_s integers j in [1, m] it holds: an arithmetic series, so the sum is closed-form ([E] terms).
+  m, k0, n_dec broadcast; m <= 0 gives 0."""
+  nodes = tab.dec_k
+  m = xp.asarray(m)[..., None]
+  k0 = xp.asarray(k0)[..., None]
+  b = xp.asarray(n_dec)[..., None]
+  lo = nodes                                                # segment starts [E]
+  hi = xp.concatenate([nodes[1:], xp.asarray([xp.inf], nodes.dtype)])
+  d_lo = decode_ms(xp, tab, b, lo)
+  d_hi = decode_ms(xp, tab, b, xp.minimum(hi, nodes[-1]))
+  slope = xp.where(xp.isfinite(hi), (d_hi - d_lo) / (xp.minimum(hi, nodes[-1]) - lo + 1e-30),
+                   0.0)
+  # integers j in [1, m] with lo <= k0 + j < hi (the first segment also takes k0 + j < lo: none,
+  # since contexts are >= 1 > nodes[0] = 0)
+  j_lo = xp.maximum(1.0, xp.ceil(lo - k0))
+  j_hi = xp.minimum(m, xp.where(xp.isfinite(hi), xp.ceil(hi - k0) - 1, m))
+  n = xp.maximum(j_hi - j_lo + 1, 0.0)
+  sum_k = n * k0 + n * (j_lo + j_hi) / 2
+  return xp.sum(n * (d_lo - slope * lo) + slope * sum_k, axis=-1)
+
+
+def static_decode_time(xp, tab: ProfiledTables, t_ovh, n, sum_p, m, n_layers: int = N_LAYERS):
+  """Seconds of the first m padded decode steps of a static batch of n requests with prompt sum
+  sum_p: step k = 1..m runs n decode tokens at mean context sum_p / n + k, so
+  m (t_ovh + 1e-3 L G(n)) + 1e-3 L decode_series_ms(n, sum_p / n, m)
+  (cost_model.static_decode_time's profiled counterpart)."""
+  k0 = sum_p / xp.maximum(n, 1)
+  return m * (t_ovh + 1e-3 * n_layers * gemm_ms(xp, tab, n)) \
+      + 1e-3 * n_layers * decode_series_ms(xp, tab, n, k0, m)
+
+
 def closed_form_fit(rows: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
   """Least-squares (relative error) closed forms, kept to show why tables are used:
   prefill a + b c + g c (p + (c + 1) / 2); decode a + d b + beta b k. Returns (coef, ratio

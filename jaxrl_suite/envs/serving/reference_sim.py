@@ -8,6 +8,7 @@ first-token and completion times. Rules: see `engine.py` (continuous) and `batch
     ref.run_routing(lambda sim, i: i % n)          # route request i; returns per-request arrays
     RefCluster(..., window=W)                      # at most W requests in flight, as engine.py
     RefCluster(..., hashes=H, cache_blocks=C)      # prefix cache (engine.py rules), H [K, B]
+    RefCluster(..., iteration_cost="profiled")     # profiled_cost.batch_time per iteration
 
 Finished requests leave their GPU's list, so an event costs O(requests in flight) here too.
     simulate_static(spec, arrival, prompt, output, choose_b, wait_dt)
@@ -21,6 +22,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from jaxrl_suite.envs.serving import cost_model
+from jaxrl_suite.envs.serving import profiled_cost
 
 BLOCK = cost_model.BLOCK_TOKENS
 CACHE_BLOCK = 512
@@ -29,6 +31,24 @@ UNROUTED, WAITING, RUNNING, DONE, REJECTED = 0, 1, 2, 3, 4
 
 def _blocks(tokens: int) -> int:
   return -(-tokens // BLOCK)
+
+
+def _profiled_tables(specs, iteration_cost: str):
+  """None (analytic) or the float64 profiled tables; refuses GPU specs without profiles."""
+  if iteration_cost == "analytic":
+    return None
+  if iteration_cost != "profiled":
+    raise ValueError(f"iteration_cost must be 'analytic' or 'profiled', got {iteration_cost!r}")
+  bad = sorted({s.name for s in specs if s.name != "A100-7B"})
+  if bad:
+    raise ValueError(f"iteration_cost='profiled' has Vidur profiles only for A100-7B, got {bad}")
+  return profiled_cost.a100_llama2_7b()
+
+
+def _profiled_time(tab, t_ovh: float, batch) -> float:
+  """profiled_cost.batch_time of one iteration from (chunk, cached, ctx, is_decode) tuples."""
+  a = np.array(batch, np.float64).reshape(-1, 4)
+  return float(profiled_cost.batch_time(np, tab, a[:, 0], a[:, 1], a[:, 2], a[:, 3] > 0, t_ovh))
 
 
 class Req:
@@ -94,7 +114,9 @@ class RefCluster:
 
   def __init__(self, specs: Sequence[cost_model.GPUSpec], arrival, prompt, output, cap=128,
                max_batched_tokens: int | Sequence[int] = 2048, watermark_frac: float = 0.01,
-               window: int | None = None, hashes=None, cache_blocks=None):
+               window: int | None = None, hashes=None, cache_blocks=None,
+               iteration_cost: str = "analytic"):
+    self.prof = _profiled_tables(specs, iteration_cost)
     mbt = ([max_batched_tokens] * len(specs) if np.ndim(max_batched_tokens) == 0
            else list(max_batched_tokens))
     caps = [cap] * len(specs) if np.ndim(cap) == 0 else list(cap)
@@ -214,12 +236,13 @@ class RefCluster:
     if hits:
       gpu.touch(hits, t)
     n_tok, sum_ctx, sum_sq, left = 0, 0, 0, budget
-    batch = []
+    batch, rows = [], []
     for r in decode:
       r.chunk = 1
       n_tok += 1
       sum_ctx += r.p + r.gen
       batch.append(r)
+      rows.append((1, 0, r.p + r.gen, 1))
     for r in prefill + admitted:
       c = max(0, min(left, r.pt - r.pf))
       left -= c
@@ -228,13 +251,15 @@ class RefCluster:
         n_tok += c
         sum_sq += c * r.pf + c * (c + 1) // 2      # causal pairs (cost_model.prefill_pairs)
         batch.append(r)
+        rows.append((c, r.pf, 0, 0))
     gpu.batch = batch
     gpu.kv_used = used + w_blocks
     gpu.kv_peak = max(gpu.kv_peak, gpu.kv_used)
     s = gpu.spec
     if n_tok > 0:
-      dur = cost_model.iteration_time(np, s.t_ovh, s.t_w, s.alpha, s.beta, s.gamma,
-                                      float(n_tok), float(sum_ctx), float(sum_sq))
+      dur = (cost_model.iteration_time(np, s.t_ovh, s.t_w, s.alpha, s.beta, s.gamma,
+                                       float(n_tok), float(sum_ctx), float(sum_sq))
+             if self.prof is None else _profiled_time(self.prof, s.t_ovh, rows))
       gpu.busy, gpu.iter_end = True, t + float(dur)
       self._push(g, gpu.iter_end)
     else:
@@ -294,15 +319,17 @@ class RefCluster:
 
 def simulate_static(spec: cost_model.GPUSpec, arrival, prompt, output,
                     choose_b: Callable[[dict], int], wait_dt: float = 0.05,
-                    max_model_len: int = 4096, max_decisions: int = 100_000
-                    ) -> dict[str, np.ndarray]:
-  """Static (request-level) batching, iterating every prefill/decode step of each batch.
+                    max_model_len: int = 4096, max_decisions: int = 100_000,
+                    iteration_cost: str = "analytic") -> dict[str, np.ndarray]:
+  """Static (request-level) batching, iterating every prefill/decode step of each batch
+  (iteration_cost "profiled": `profiled_cost.batch_time` of each step).
 
   `choose_b(view)` gets {"queue", "oldest", "all_arrived", "t"} and returns a batch size (0 =
   wait). Returns per-request ttft/finish/status.
   """
   arrival = np.asarray(arrival, np.float64)
   k = len(arrival)
+  prof = _profiled_tables([spec], iteration_cost)
   status = np.zeros(k, int)
   ttft, finish = -np.ones(k), -np.ones(k)
   slots = spec.kv_blocks // _blocks(max_model_len)
@@ -320,15 +347,20 @@ def simulate_static(spec: cost_model.GPUSpec, arrival, prompt, output,
       ps = [int(prompt[i]) for i in members]
       n, m = len(members), max(int(output[i]) for i in members)
       # prefill iteration: one unchunked prefill of all prompts -> first token of every member
-      dur = cost_model.iteration_time(np, spec.t_ovh, spec.t_w, spec.alpha, 0.0, spec.gamma,
-                                      float(sum(ps)), 0.0,
-                                      float(sum(p * (p + 1) // 2 for p in ps)))   # causal
+      if prof is None:
+        dur = cost_model.iteration_time(np, spec.t_ovh, spec.t_w, spec.alpha, 0.0, spec.gamma,
+                                        float(sum(ps)), 0.0,
+                                        float(sum(p * (p + 1) // 2 for p in ps)))   # causal
+      else:
+        dur = _profiled_time(prof, spec.t_ovh, [(p, 0, 0, 0) for p in ps])
       t_first = t + dur
       total = dur
       ends = [total]                     # ends[k]: time after the prefill and k decode steps
       for step in range(1, m):           # padded decode steps until the longest member ends
-        total += cost_model.iteration_time(np, spec.t_ovh, spec.t_w, spec.alpha, spec.beta, 0.0,
-                                           float(n), float(sum(ps) + n * step), 0.0)
+        total += (cost_model.iteration_time(np, spec.t_ovh, spec.t_w, spec.alpha, spec.beta, 0.0,
+                                            float(n), float(sum(ps) + n * step), 0.0)
+                  if prof is None else
+                  _profiled_time(prof, spec.t_ovh, [(1, 0, p + step, 1) for p in ps]))
         ends.append(total)
       for i in members:                  # per-token streaming: done when its last token leaves
         status[i], ttft[i], finish[i] = DONE, t_first, t + ends[int(output[i]) - 1]

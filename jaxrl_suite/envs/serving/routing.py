@@ -230,13 +230,15 @@ def default_params(cluster: Sequence[str] = DEFAULT_CLUSTER, trace: str | traces
                    max_batched_tokens: int = 2048, max_model_len: int = 4096,
                    prefix_cache: bool = False, max_gpus: int | None = None,
                    rate_window: int | None = None, rate_ref: float | None = None,
-                   **overrides: Any) -> EnvParams:
+                   iteration_cost: str = "analytic", **overrides: Any) -> EnvParams:
   """Params for a cluster of GPU types over (the early part of) a trace (with its prompt
   block ids if `prefix_cache`). max_gpus: pad the cluster to that many GPU slots (entity
   observation): padding slots repeat the last GPU type, are absent (`present` False) and never
   receive a request; per-GPU `cap` / `max_batched_tokens` tuples are padded the same way.
   rate_window = K: every K-request window offers the mean rate rate_ref (default: the trace
-  part's own) x rate_scale (`workload.trace_arrays`); None: arrivals as recorded."""
+  part's own) x rate_scale (`workload.trace_arrays`); None: arrivals as recorded.
+  iteration_cost: "analytic" or "profiled" (Vidur-profile tables; every GPU must be A100-7B:
+  engine.make_hardware)."""
   tr = traces.load_shipped(trace) if isinstance(trace, str) else trace
   if train_frac is not None:
     early, late = tr.split(train_frac)
@@ -247,7 +249,8 @@ def default_params(cluster: Sequence[str] = DEFAULT_CLUSTER, trace: str | traces
     raise ValueError(f"max_gpus={g} is smaller than the cluster {tuple(cluster)}")
   pad = lambda x: (tuple(x) + (tuple(x)[-1],) * (g - n)) if isinstance(x, (tuple, list)) else x
   names = pad(tuple(cluster))
-  hw = engine.make_hardware([cost_model.GPU_TYPES[c] for c in names], pad(max_batched_tokens))
+  hw = engine.make_hardware([cost_model.GPU_TYPES[c] for c in names], pad(max_batched_tokens),
+                            iteration_cost=iteration_cost)
   if "cap" in overrides:
     overrides["cap"] = pad(overrides["cap"])
   if max_gpus is not None:

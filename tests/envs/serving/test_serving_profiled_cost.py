@@ -182,3 +182,18 @@ def test_bad_data_errors_name_file_and_column(tmp_path):
   os.remove(mlp)
   with pytest.raises(FileNotFoundError, match=r"mlp\.csv is missing"):
     pc.load_profiles(str(tmp_path))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 300), st.floats(0, 5000), st.integers(0, 600))
+def test_decode_series_equals_the_step_sum(b, k0, m):
+  """The closed-form series (segments x arithmetic series) equals summing D step by step, and
+  static_decode_time adds the GEMM and overhead terms of each step (float64)."""
+  tab = pc.a100_llama2_7b()
+  steps = k0 + np.arange(1, m + 1)
+  want = float(np.sum(pc.decode_ms(np, tab, float(b), steps)))
+  assert float(pc.decode_series_ms(np, tab, float(b), k0, m)) == pytest.approx(
+      want, rel=1e-9, abs=1e-12)
+  t = pc.static_decode_time(np, tab, 5e-4, float(b), b * k0, float(m))
+  per_step = [pc.iteration_time(np, tab, float(b), 0.0, float(b), k, 5e-4) for k in steps]
+  assert float(t) == pytest.approx(float(np.sum(per_step)), rel=1e-9, abs=1e-12)
