@@ -178,6 +178,6 @@ def main(fl: Flags, body: Callable[[Entry], Any], validate: Callable[[Any], None
   def run(_):
     e = resolve(fl, full, validate)
     print(e.banner(), flush=True)
-    return body(e)
+    body(e)   # its return value is for callers in code: absl would print it as an exit status
 
   core_cli.run(run, full, config_flag="config")

@@ -103,6 +103,18 @@ def library_fingerprint(root: str | None = None, extra_sources: Iterable[str] = 
   return h.hexdigest()[:16]
 
 
+_PROCESS_FINGERPRINT: list[str] = []
+
+
+def process_fingerprint() -> str:
+  """`library_fingerprint()` taken once per process, at the first stage: the code a process
+  imported does not change under it, so neither does its key (an edit to the library while a
+  long run goes on would otherwise split its stages over two keys)."""
+  if not _PROCESS_FINGERPRINT:
+    _PROCESS_FINGERPRINT.append(library_fingerprint())
+  return _PROCESS_FINGERPRINT[0]
+
+
 def stage_key(config: Any, fingerprint: str) -> str:
   """sha256[:16] of the canonical config JSON and the library fingerprint."""
   blob = canonical_json(config) + "\0" + fingerprint
@@ -167,9 +179,9 @@ def run_stage(name: str, config: Any, fn: Callable[[], Any], workdir: str, *,
 
   name: the stage (file-name safe; '/' makes a sub-folder). config: what the stage's result
   depends on. fn: computes the value (pure data: dicts, lists, scalars, arrays). workdir: where
-  `stages/` lives. fingerprint: the library fingerprint (default `library_fingerprint()`).
+  `stages/` lives. fingerprint: the library fingerprint (default `process_fingerprint()`).
   """
-  fingerprint = library_fingerprint() if fingerprint is None else fingerprint
+  fingerprint = process_fingerprint() if fingerprint is None else fingerprint
   key = stage_key(config, fingerprint)
   jpath, npath = stage_paths(name, key, workdir)
   for path in (jpath, npath):

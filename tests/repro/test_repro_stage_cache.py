@@ -177,3 +177,10 @@ def test_canonical_json_ignores_dict_order_and_round_trips(config, rnd):
   assert sc.stage_key(shuffled(config), FP) == sc.stage_key(config, FP)
   back = json.loads(sc.canonical_json(config))
   assert sc.canonical_json(back) == sc.canonical_json(config)
+
+
+def test_the_default_key_uses_one_fingerprint_per_process(tmp_path):
+  fp = sc.process_fingerprint()
+  r = sc.run_stage("d", {"x": 1}, lambda: 1, str(tmp_path))
+  assert r.key == sc.stage_key({"x": 1}, fp) and sc.process_fingerprint() == fp
+  assert sc.run_stage("d", {"x": 1}, lambda: 2, str(tmp_path)).value == 1
