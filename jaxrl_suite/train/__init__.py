@@ -1,4 +1,4 @@
-r"""Train an on-policy agent on any registered environment, with checkpoints and resume.
+r"""Train on any registered environment by name, with checkpoints and resume.
 
   python -m jaxrl_suite.train --env=CartPole-v1                      # PPO, its default config
   python -m jaxrl_suite.train --env=Breakout-MinAtar --algo=reinforce \
@@ -6,10 +6,17 @@ r"""Train an on-policy agent on any registered environment, with checkpoints and
   python -m jaxrl_suite.train --config=configs/ppo_cartpole.py:quick  # a config file (checkout)
   python -m jaxrl_suite.train --help     # the flags and every config field with its default
 
-Without `--config` the config is the library's `<algo>.default_config()` (no checkout needed: an
-installed package trains from any directory) with `env_name` set by `--env` (a name of
-`jaxrl_suite.envs.registry`) and any `--config.<field>=value` overrides. Every value is checked
-before anything is compiled: a bad one stops with one or two lines naming the field (exit 2).
+Each environment goes to its trainer (train/routes.py): the on-policy learners (PPO, REINFORCE;
+a Gaussian agent for Box actions) for gymnax envs, the probes and most of ours; the hydro trainer
+(algos/ballast.py, train/hydro.py) for BallastHydro-v0; token-level PPO of a small LM
+(lm/token_ppo.py, train/text.py) for the text environments. MNISTBandit-bsuite downloads MNIST
+when made: offline it is refused with a message saying so.
+
+Without `--config` the config is the default config of the env's trainer (`<algo>.default_config()`
+for the on-policy learners; no checkout needed: an installed package trains from any directory)
+with `env_name` set by `--env` (a name of `jaxrl_suite.envs.registry`) and any
+`--config.<field>=value` overrides. Every value is checked before anything is compiled: a bad one
+stops with one or two lines naming the field (exit 2).
 
 The run is jitted in chunks of `config.updates_per_chunk` updates (a host loop with a progress bar
 between them; the last chunk is shorter if the chunk size does not divide the number of updates,
@@ -28,7 +35,8 @@ by a run that did not run. Ctrl-C saves the last finished chunk as a checkpoint 
 
 Metrics go to <workdir>/metrics.{jsonl,csv} and TensorBoard event files in <workdir> (every
 `config.log_every` updates, with the update `step` and `env_steps`; on resume the rows after the
-restored step are dropped first), and a learning curve (episode return against env steps) to
+restored step are dropped first; with several seeds, the mean over seeds and each seed's
+`returned_episode_returns_seed<i>`), and a learning curve (episode return against env steps) to
 <workdir>/learning_curve.png.
 """
 
@@ -54,6 +62,7 @@ from jaxrl_suite import algos
 from jaxrl_suite.algos import on_policy
 from jaxrl_suite.core import checkpoint, cli, logging as mlog, run_config
 from jaxrl_suite.envs import registry
+from jaxrl_suite.train import hydro, routes, text
 
 # Host-loop fields of a run config (besides the learner's): name -> what it means. Every
 # learner's default_config() holds them (core/run_config.py has the defaults).
@@ -66,6 +75,20 @@ RESUMABLE_FIELDS = ("total_timesteps", "updates_per_chunk", "checkpoint_every", 
 
 class ConfigMismatchError(cli.UserError):
   """The workdir holds a run with another config."""
+
+
+def _route_help(env_name: str, config) -> str:
+  """`--help` for an env with its own trainer: that trainer's config fields and defaults."""
+  lines = [f"the default config of {env_name}'s trainer ({routes.trainer_for(env_name)}, "
+           "jaxrl_suite/train/routes.py). Override fields with --config.FIELD=VALUE.",
+           "Config fields:"]
+  for f in cli.field_names(config):
+    v = config
+    for part in f.split("."):
+      v = v[part]
+    if not (hasattr(v, "keys") and not isinstance(v, dict)):
+      lines.append(f"  {f} = {v!r}")
+  return "\n".join(lines)
 
 
 def config_help() -> str:
@@ -98,6 +121,17 @@ def config_help() -> str:
   return "\n".join(lines)
 
 
+def default_config(algo: str, env_name: str | None):
+  """The config the CLI starts from: the default config of `env_name`'s trainer (routes.py):
+  `<algo>.default_config()` for the on-policy learners, hydro.default_config() for
+  BallastHydro-v0, text.default_config(env_name) for a text environment (their algo is PPO)."""
+  route = routes.trainer_for(env_name) if env_name and registry.is_registered(env_name) else None
+  if route in (routes.HYDRO, routes.TOKEN_PPO):
+    routes.check_algo(env_name, algo)
+    return hydro.default_config() if route == routes.HYDRO else text.default_config(env_name)
+  return algos.get(algo).default_config()
+
+
 def _define_flags(argv) -> Any:
   """CLI flags, defined only when run as a program: importing this module (tests, sweeps,
   experiment scripts with their own --config flag) must not claim absl's global flag names.
@@ -116,11 +150,15 @@ def _define_flags(argv) -> Any:
   if _CONFIG_FILE is not None:
     _CONFIG = config_flags.DEFINE_config_file("config", None, config_help())
   else:
-    default = algos.get(algo or "ppo").default_config()
+    default = default_config(algo or "ppo", cli.config_arg(argv, "env"))
     # ml_collections applies --config.<field> overrides as the flag is defined: an unknown field
     # would be a traceback there, so it is refused first.
     cli.check_config_overrides(cli.normalize_number_overrides(argv), "config", default)
-    _CONFIG = config_flags.DEFINE_config_dict("config", default, config_help())
+    env = cli.config_arg(argv, "env")
+    routed = (env is not None and registry.is_registered(env)
+              and routes.trainer_for(env) != routes.ON_POLICY)
+    _CONFIG = config_flags.DEFINE_config_dict(
+        "config", default, _route_help(env, default) if routed else config_help())
     flags.FLAGS["config"].default_as_str = None   # --help: the field list, not a YAML dump
   _ENV = flags.DEFINE_string(
       "env", None, "the environment, a name of jaxrl_suite.envs.registry (sets config.env_name): "
@@ -148,12 +186,28 @@ def validate_run_config(config) -> None:
   """
   algos.get(config.get("algo", "ppo"))
   run_config.add_host_defaults(config)   # a config built before the fields existed
-  _integral_floats_to_int(config, ("num_envs", "num_steps", "total_timesteps", "update_epochs",
-                                   "num_minibatches", "num_seeds", "seed", *HOST_FIELDS))
+  _integral_floats_to_int(config, ("num_envs", "num_steps", "num_turns", "total_timesteps",
+                                   "update_epochs", "num_minibatches", "num_seeds", "seed",
+                                   *HOST_FIELDS))
   if not registry.is_registered(config.env_name):
     raise ValueError(f"config.env_name {config.env_name!r} is not a registered environment; "
                      f"valid names: {', '.join(registry.registered_names())}")
-  on_policy.validate(config)
+  route = routes.trainer_for(config.env_name)
+  if route != routes.ON_POLICY and config.get("algo", "ppo") != "ppo":
+    raise ValueError(f"config.algo={config.algo!r}: {config.env_name} trains with PPO only "
+                     f"({route} trainer, jaxrl_suite/train/routes.py)")
+  block = {routes.HYDRO: "hydro", routes.TOKEN_PPO: "token_ppo"}.get(route)
+  if block is not None and block not in config:
+    mod = "hydro" if route == routes.HYDRO else "text"
+    raise ValueError(f"config.env_name {config.env_name!r} trains with the {route} trainer, whose "
+                     f"config (jaxrl_suite.train.{mod}.default_config) has a `{block}` block this "
+                     "config lacks: drop --config to start from that default")
+  if route == routes.HYDRO:
+    hydro.validate(config)
+  elif route == routes.TOKEN_PPO:
+    text.validate(config)
+  else:
+    on_policy.validate(config)
   for name in HOST_FIELDS:
     v = config.get(name)
     if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
@@ -280,6 +334,28 @@ def _sigint_deferred():
     raise KeyboardInterrupt
 
 
+def make_plan(config) -> routes.Plan:
+  """The trainer of `config.env_name` (routes.trainer_for) as the host loop's routes.Plan."""
+  route = routes.trainer_for(config.env_name)
+  if route == routes.HYDRO:
+    return hydro.plan(config)
+  if route == routes.TOKEN_PPO:
+    return text.plan(config)
+  env, env_params = registry.make(config.env_name, **dict(config.get("env_kwargs", {})))
+  check_env_fits_agent(config, env, env_params)
+  learner = algos.get(config.get("algo", "ppo")).make_learner(config, env, env_params)
+  runners: dict[int, Any] = {}
+
+  def run(state, n, done):
+    del done   # the runner state carries its own keys
+    if n not in runners:   # at most two sizes: the chunk and the shorter last one
+      runners[n] = jax.jit(jax.vmap(lambda rs: learner.run(rs, n)))
+    return runners[n](state)
+
+  return routes.Plan(jax.jit(jax.vmap(learner.init)), run, int(learner.num_updates),
+                     int(learner.vec_env.num_envs) * int(config.num_steps))
+
+
 def run_training(config, workdir: str, progress: bool = True, stop_after: int | None = None,
                  resume: str = "auto"):
   """Runs (or resumes) training. Returns (runner_state, number of updates done).
@@ -295,7 +371,6 @@ def run_training(config, workdir: str, progress: bool = True, stop_after: int | 
   if resume not in ("auto", "force"):
     raise ValueError(f"resume must be 'auto' or 'force', got {resume!r}")
   validate_run_config(config)
-  module = algos.get(config.get("algo", "ppo"))
   ckpt_dir = os.path.join(workdir, "checkpoints")
   latest, ckpt = None, None
   if os.path.isdir(ckpt_dir):
@@ -309,23 +384,15 @@ def run_training(config, workdir: str, progress: bool = True, stop_after: int | 
       except (ConfigMismatchError, checkpoint.CheckpointError):
         ckpt.close()
         raise
-  env, env_params = registry.make(config.env_name, **dict(config.get("env_kwargs", {})))
-  check_env_fits_agent(config, env, env_params)
-  learner = module.make_learner(config, env, env_params)
-  total = int(learner.num_updates)
+  plan = make_plan(config)
+  total = int(plan.total)
   if total <= 0:   # validate() refuses this; kept as a guard for learners with other rules
     raise ValueError(f"config.total_timesteps={config.total_timesteps} gives 0 updates")
   # env steps per update, per seed: the x axis of the progress bar and the learning curve
-  per_update = int(learner.vec_env.num_envs) * int(config.num_steps)
+  per_update = int(plan.per_update)
   seeds = int(config.num_seeds)
   keys = jax.random.split(jax.random.key(int(config.seed)), seeds)
-  init = jax.jit(jax.vmap(learner.init))
-  runners: dict[int, Any] = {}
-
-  def run_chunk(state, n):
-    if n not in runners:   # at most two sizes: the chunk and the shorter last one
-      runners[n] = jax.jit(jax.vmap(lambda rs: learner.run(rs, n)))
-    return runners[n](state)
+  init = plan.init
 
   try:
     state = init(keys)
@@ -364,10 +431,13 @@ def run_training(config, workdir: str, progress: bool = True, stop_after: int | 
   try:
     while done < total and (stop_after is None or done < stop_after):
       n = min(chunk, total - done)
-      new_state, metrics = run_chunk(state, n)
+      new_state, metrics = plan.run(state, n, done)
       metrics = jax.tree.map(lambda x: np.swapaxes(np.asarray(x), 0, 1), metrics)  # [n, seeds]
       steps = (np.arange(done, done + n, dtype=np.float64) + 1) * per_update
       metrics["env_steps"] = np.repeat(steps[:, None], seeds, axis=1)
+      if seeds > 1:   # per-seed returns too: intervals over seeds need the units, not the mean
+        for i in range(seeds):
+          metrics[f"returned_episode_returns_seed{i}"] = metrics["returned_episode_returns"][:, i]
       with _sigint_deferred():
         writer.write_chunk(done, metrics)
         state, done = new_state, done + n
@@ -426,8 +496,9 @@ def _check_env(name: str) -> None:
 def _pick_box_agent(config) -> None:
   """The default mlp agent on a Box action space becomes the Gaussian agent (before any resume
   check, so the stored config names the agent that ran)."""
-  if config.get("agent", "mlp") != "mlp" or config.env_name.startswith("BallastHydro"):
-    return   # BallastHydro's Box is one command per pump: its own trainer, refused below for now
+  if (config.get("agent", "mlp") != "mlp"
+      or routes.trainer_for(config.env_name) != routes.ON_POLICY):
+    return   # BallastHydro's Box is one command per pump: its own trainer (routes.py)
   env, params = registry.make(config.env_name, **dict(config.get("env_kwargs", {})))
   space = env.action_space(params)
   if not hasattr(space, "n") and hasattr(env.observation_space(params), "shape"):
@@ -454,6 +525,7 @@ def main(argv):
                         f"train with {_ALGO.value}'s default config")
   if _ENV.value is not None:
     _check_env(_ENV.value)
+    routes.check_made_offline(_ENV.value, lambda: registry.make(_ENV.value))
     config.env_name = _ENV.value
     _pick_box_agent(config)
   if _WORKDIR.value:
@@ -468,13 +540,17 @@ def main(argv):
         f"curve in {workdir}/learning_curve.png")
 
 
-def _entry(argv=None) -> None:
+def _entry(argv=None, after_define=None) -> None:
+  """The program. `after_define()` runs once the flags exist, before they are parsed
+  (`__main__.py` makes them its key flags there, so `--help` lists them)."""
   argv = list(sys.argv if argv is None else argv)
   cli.define_debug_flag()
   try:
     default = _define_flags(argv)
   except cli.UserError as e:
     cli.fail(cli.short_message(e))
+  if after_define is not None:
+    after_define()
   cli.run(main, argv, config=default)
 
 
