@@ -2,7 +2,8 @@
 
 `make_rail(instance="ecml", action_mode="bucket", **overrides) -> (env, env_params)`;
 `instance` is a name in `instance.INSTANCES` or an instance dict, overrides are EnvParams fields
-(e.g. demand_level=1.2, reward_mode="operator", stochastic=0.0).
+(e.g. demand_level=1.2, reward_mode="operator", stochastic=0.0, information="pooled": what
+the RM baselines may see, see information.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from jaxrl_suite.envs import arguments
 from jaxrl_suite.envs.rail.env import (ACTION_MODES, N_TYPES, REWARD_MODES, EnvParams, EnvState,
                                        RailRM, field_slice, own_features, params_from_instance,
                                        relations, token_columns, token_dim, token_fields)
+from jaxrl_suite.envs.rail.information import INFORMATION_MODES
 from jaxrl_suite.envs.rail.instance import INSTANCES
 
 
@@ -36,6 +38,6 @@ def make_rail(instance: Any = "ecml", action_mode: str = "bucket", pad: int | No
   return env, params_from_instance(inst, **overrides)
 
 
-__all__ = ["ACTION_MODES", "N_TYPES", "REWARD_MODES", "EnvParams", "EnvState", "RailRM",
+__all__ = ["ACTION_MODES", "INFORMATION_MODES", "N_TYPES", "REWARD_MODES", "EnvParams", "EnvState", "RailRM",
            "field_slice", "make_rail", "own_features", "params_from_instance", "relations",
            "token_columns", "token_dim", "token_fields"]

@@ -3,6 +3,9 @@
 Every baseline is `policy(key, state, params, theta) -> levels int32[A]` (bucket actions): a
 revenue manager sees its own inventory and the model-based forecast (`forecast`), not the
 simulator's hidden demand shock, which it re-estimates from bookings (`forecast.shock_hat`).
+What it may observe is `params.information` (information.py): by default "operator" (its own
+operator's bookings and seats, every train's published fare), "pooled" (all operators') as an
+upper reference reported separately.
 `theta` is the one tuned parameter of each family (same tuning budget for all, see
 experiments/rail_pricing.py):
 
@@ -43,8 +46,11 @@ THETA_GRID = {"static": (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0),
 
 
 def _scale(state, params, theta, known_shock=False):
-  s = state.shock if known_shock else forecast.shock_hat(state, params)
-  return theta * s
+  """[A, 1, 1]: theta x each train's operator's shock estimate (the true shock: cdlp_known)."""
+  s = forecast.shock_hat(state, params)
+  if known_shock:
+    s = jnp.full_like(s, state.shock)
+  return (theta * s)[:, None, None]
 
 
 def static(key, state: EnvState, params: EnvParams, theta):

@@ -39,7 +39,7 @@ import numpy as np
 from flax import struct
 from gymnax.environments import environment, spaces
 
-from jaxrl_suite.envs.rail import demand
+from jaxrl_suite.envs.rail import demand, information as info_mod
 from jaxrl_suite.envs.rail.instance import G, H, LEVELS, M_MAX, NL_MAX, O_MAX, S_MAX
 
 REWARD_MODES = ("agent", "operator", "welfare")
@@ -53,7 +53,8 @@ class EnvState(environment.EnvState):
   sales_last [A, NL] seats booked last period, revenue_cum [A], booked_cum [A] (bookings),
   nominal_cum [A] (bookings expected at the charged prices with shock 1: what a revenue
   manager's forecast would have predicted; baselines re-forecast the shock from the ratio),
-  time (period index)."""
+  nominal_op_cum [A] (the same under the train's operator's view of availability: rivals'
+  trains taken as open, see information.py), time (period index)."""
   remaining: jax.Array
   mult: jax.Array
   prev_mult: jax.Array
@@ -62,6 +63,7 @@ class EnvState(environment.EnvState):
   revenue_cum: jax.Array
   booked_cum: jax.Array
   nominal_cum: jax.Array
+  nominal_op_cum: jax.Array
   time: int
 
 
@@ -96,6 +98,7 @@ class EnvParams:
   reward_mode: int = 0          # index into REWARD_MODES
   welfare_weight: float = 0.0
   reward_scale: float = 1e-3    # revenue GBP -> reward units
+  information: int = 0          # RM baselines' information, index into INFORMATION_MODES
   max_steps_in_episode: int = H
 
 
@@ -106,6 +109,8 @@ def params_from_instance(inst: dict, **overrides: Any) -> EnvParams:
   arrays["booking_curve"] = jnp.asarray(booking_curves(), jnp.float32)
   if "reward_mode" in overrides and isinstance(overrides["reward_mode"], str):
     overrides["reward_mode"] = REWARD_MODES.index(overrides["reward_mode"])
+  if "information" in overrides:
+    overrides["information"] = info_mod.information_index(overrides["information"])
   bad = [k for k in overrides if k not in fields]
   if bad:
     raise ValueError(f"unknown RailRM parameter(s) {bad}; valid: {sorted(fields)}")
@@ -263,8 +268,7 @@ class RailRM(environment.Environment[EnvState, EnvParams]):
     z = jnp.zeros((n_agents(params),), jnp.float32)
     state = EnvState(remaining=params.capacity, mult=mult, prev_mult=mult, shock=shock,
                      sales_last=jnp.zeros((n_agents(params), NL_MAX)), revenue_cum=z,
-                     booked_cum=z,
-                     nominal_cum=z, time=0)
+                     booked_cum=z, nominal_cum=z, nominal_op_cum=z, time=0)
     return self.get_obs(state, params), state
 
   def book(self, key, remaining, mult, time, shock, params: EnvParams):
@@ -308,11 +312,19 @@ def book(key, remaining, mult, time, shock, params: EnvParams):
                    demand.ration(n2, rem1, params.legs, False))
   acc_all = acc + acc2
   cs = jnp.sum(lam_t * demand.logsum(u, avail) / params.beta)      # GBP, expected
+  # the same expectation as each operator can compute it: rivals' trains taken as open
+  lam0 = lam_t / jnp.maximum(shock, 1e-9)
+  avail_open = demand.available(params.serves, params.capacity, params.legs)
+  own = info_mod.same_operator(params.operator)                    # [A_obs, A]
+  views = jnp.where(own[..., None] > 0, avail[None], avail_open[None]) * params.agent_mask[:, None]
+  p_view = jax.vmap(lambda av: demand.mnl_shares(u, av)[0])(views)   # [A_obs, A, M, G]
+  p_seen = jnp.einsum("aamg->amg", p_view)                         # observer a, train a
   stats = {"revenue": jnp.einsum("amg,am->a", acc_all, price),
            "bookings_g": acc_all.sum((0, 1)),
            "spill": spilled.sum() - acc2.sum(),
            "cs": cs,
-           "nominal": jnp.einsum("mg,amg->a", lam_t / jnp.maximum(shock, 1e-9), p),
+           "nominal": jnp.einsum("mg,amg->a", lam0, p),
+           "nominal_op": jnp.einsum("mg,amg->a", lam0, p_seen),
            "arrivals_mean": lam_t.sum()}
   return acc_all, stats
 
@@ -331,7 +343,8 @@ def step_with_mult(key, state: EnvState, mult, params: EnvParams):
   new = EnvState(remaining=remaining, mult=mult, prev_mult=state.mult, shock=state.shock,
                  sales_last=used, revenue_cum=state.revenue_cum + rev,
                  booked_cum=state.booked_cum + bookings,
-                 nominal_cum=state.nominal_cum + st["nominal"], time=state.time + 1)
+                 nominal_cum=state.nominal_cum + st["nominal"],
+                 nominal_op_cum=state.nominal_op_cum + st["nominal_op"], time=state.time + 1)
   done = jnp.asarray(new.time >= params.max_steps_in_episode)
   info = {"revenue": rev, "bookings_g": st["bookings_g"], "spill": st["spill"], "cs": st["cs"],
           "seat_km": jnp.sum(used * params.leg_km[None]),

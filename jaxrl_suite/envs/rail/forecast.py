@@ -12,9 +12,15 @@ For every train a and fare bucket k, with all other trains at their current mult
   closed[a]      = the siblings' revenue when train a is not offered, so that
                    rev_op - closed is what offering a at bucket k adds for the operator.
 
-`shock_hat` re-forecasts the per-episode demand level from the bookings so far:
-  shock_hat = (booked + k0) / (expected at shock 1 + k0),
-the ratio estimator with a k0-passenger prior at 1 (baselines tune nothing here; k0 is fixed).
+`shock_hat` re-forecasts the per-episode demand level from the bookings so far, per train a:
+  shock_hat[a] = (booked + k0) / (expected at shock 1 + k0),
+the ratio estimator with a k0-passenger prior at 1 (baselines tune nothing here; k0 is fixed),
+summed over what a's operator observes (`information.py`): its own trains' bookings and its own
+expectation (nominal_op_cum) under "operator", every train's under "pooled".
+
+The forecasts of train a use a's operator's view of availability too (rivals open under
+"operator"), and `lam_w` may be given per observing train ([A, M, G]), so that each operator's
+forecast scales by its own shock estimate.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxrl_suite.envs.rail import demand
+from jaxrl_suite.envs.rail import demand, information
 from jaxrl_suite.envs.rail.env import EnvParams, EnvState, n_agents, prices
 from jaxrl_suite.envs.rail.instance import H
 
@@ -30,9 +36,15 @@ K0 = 50.0
 
 
 def shock_hat(state: EnvState, params: EnvParams) -> jax.Array:
-  b = jnp.sum(state.booked_cum * params.agent_mask)
-  n = jnp.sum(state.nominal_cum * params.agent_mask)
-  return (b + K0) / (n + K0)
+  """[A] the demand-shock estimate each train's operator can make (see the module docstring)."""
+  am = params.agent_mask
+  own = information.same_operator(params.operator) * am[None, :]   # [A_obs, A]
+  b_op = own @ state.booked_cum
+  n_op = own @ state.nominal_op_cum
+  b_all = jnp.sum(state.booked_cum * am)
+  n_all = jnp.sum(state.nominal_cum * am)
+  pooled = jnp.full_like(b_op, (b_all + K0) / (n_all + K0))
+  return jnp.where(jnp.asarray(params.information) == 0, (b_op + K0) / (n_op + K0), pooled)
 
 
 def window_demand(time, params: EnvParams, to_go: bool) -> jax.Array:
@@ -45,26 +57,33 @@ def window_demand(time, params: EnvParams, to_go: bool) -> jax.Array:
 
 def by_level(state: EnvState, params: EnvParams, lam_w: jax.Array):
   """(Q [A, L, M, G], leg [A, L, NL], rev [A, L], rev_op [A, L], closed [A]) for each train
-  deviating alone to each level (see the module docstring)."""
+  deviating alone to each level, as train a's operator forecasts it (module docstring).
+  lam_w: [M, G], or [A, M, G] per observing train."""
   levels = params.levels
   n_l = levels.shape[0]
+  n_a = n_agents(params)
   dist = demand.time_distance(params.dep_time, params.pref_time)
-  avail = demand.available(params.serves, state.remaining, params.legs) * params.agent_mask[:, None]
-  eye = jnp.eye(n_agents(params))
+  seen = information.seen_remaining(state.remaining, params.capacity, params.operator,
+                                    params.information)                # [A_obs, A, NL]
+  avail_seen = jax.vmap(lambda r: demand.available(params.serves, r, params.legs))(seen)
+  avail_seen = avail_seen * params.agent_mask[None, :, None]          # [A_obs, A, M]
+  lam_w = jnp.broadcast_to(lam_w, (n_a,) + lam_w.shape[-2:])
+  eye = jnp.eye(n_a)
 
   def one(a, k, closed=False):
     mult = jnp.where(eye[a] > 0, levels[k], state.mult)
     price = prices(mult, params)
     u = demand.utilities(price, params.alpha, params.beta, params.gamma, dist)
+    avail = avail_seen[a]
     av = avail * (1.0 - eye[a][:, None]) if closed else avail
     p, _ = demand.mnl_shares(u, av)
-    q_all = lam_w[None] * p                                            # [A, M, G]
+    q_all = lam_w[a][None] * p                                         # [A, M, G]
     rev_all = jnp.sum(q_all.sum(-1) * price, -1) * params.agent_mask   # [A]
     sib = (params.operator == params.operator[a]).astype(jnp.float32)
     q = q_all[a]
     return q, q.sum(-1) @ params.legs, rev_all[a], jnp.sum(rev_all * sib)
 
-  aa, kk = jnp.meshgrid(jnp.arange(n_agents(params)), jnp.arange(n_l), indexing="ij")
+  aa, kk = jnp.meshgrid(jnp.arange(n_a), jnp.arange(n_l), indexing="ij")
   q, leg, rev, rev_op = jax.vmap(jax.vmap(one))(aa, kk)
-  closed = jax.vmap(lambda a: one(a, 0, closed=True)[3])(jnp.arange(n_agents(params)))
+  closed = jax.vmap(lambda a: one(a, 0, closed=True)[3])(jnp.arange(n_a))
   return q, leg, rev, rev_op, closed
