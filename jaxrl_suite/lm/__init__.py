@@ -3,7 +3,12 @@
   tokenizer   versioned symbol vocabularies: v1 (V=32, Direct-OPD), v2 (V=96, text environments);
               defined in envs/text/tokenizer.py (lm/ sits above envs/), re-exported here
   model       pre-LN decoder-only transformer (flax.linen) with an explicit KV cache, per-sequence
-              positions and key masks; FAMILY (v1, T=24) and FAMILY_V2 (v2, T=128-256)
+              positions and key masks; FAMILY (v1, T=24) and FAMILY_V2 (v2, T=128-256); other
+              architectures plug in through its `Architecture` protocol
+  llama       Llama / Qwen3-style decoder (RMSNorm, RoPE, SwiGLU, GQA, q/k norms) behind the
+              same interface; every method below runs it
+  hf_checkpoint  Hugging Face checkpoint folders (config.json + safetensors) <-> LlamaConfig
+              and parameters; hf_tokenizer: their tokenizer.json (docs/lm_checkpoints.md)
   sampling    temperature / top-k / top-p sampling in one lax.scan; Stepper composition
   tasks       verifiable column-addition tasks (CarryAdd, three-operand control), held-out split
   pretrain    pretraining on a task mixture, chunked jitted loops, orbax checkpoint cache

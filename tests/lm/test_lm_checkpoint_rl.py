@@ -212,3 +212,30 @@ def _write_v40(folder, t):
     json.dump(dict(LARGE, vocab_size=40), fh)
   save_file(t, os.path.join(folder, "model.safetensors"))
   return folder
+
+
+@pytest.mark.slow
+def test_multi_turn_rollout_and_token_ppo_run_a_qwen3_model():
+  """The multi-turn rollout draws the same tokens with its KV cache as with a full recompute of
+  the window for every token (the GPT model's invariant), here for a Qwen3-style model on the v2
+  vocabulary; one token-PPO update on those rollouts is finite."""
+  from jaxrl_suite.envs.text import kv_lookup
+  from jaxrl_suite.lm import rollout, token_ppo, value
+  env = kv_lookup.KVLookup(kv_lookup.EnvParams(num_pairs=4, num_queries=3,
+                                               max_steps_in_episode=3))
+  cfg = llama.LlamaConfig(name="qwen3_v2", vocab_size=96, tokenizer_version=2, d_model=32,
+                          num_heads=4, num_kv_heads=2, head_dim=8, d_ff=64, max_len=128,
+                          qk_norm=True)
+  params = lm_model.init_params(cfg, jax.random.PRNGKey(0))
+  runs = [jax.jit(lambda p, k, rc=rollout.RolloutConfig(num_turns=3, window=64, recompute=r):
+                  rollout.multi_turn_rollout(cfg, p, env, env.default_params, k, 4, rc))(
+                      params, jax.random.PRNGKey(1)) for r in (False, True)]
+  np.testing.assert_array_equal(np.asarray(runs[0].tokens), np.asarray(runs[1].tokens))
+  assert int((runs[0].kind == rollout.KIND_ACTION).sum()) > 0
+  vcfg = value.ValueConfig("shared")
+  init, update = token_ppo.make_learner(cfg, vcfg, token_ppo.TokenPPOConfig(epochs=1,
+                                                                            num_minibatches=1))
+  st = init(params, value.init_value_params(vcfg, cfg, jax.random.PRNGKey(2)), params)
+  _, m = jax.jit(update)(st, runs[0], jax.random.PRNGKey(3))
+  assert all(np.isfinite(np.asarray(v)).all() for v in jax.tree.leaves(m))
+  assert float(m["trainable_tokens"]) > 0 and float(m["entropy"]) > 0
