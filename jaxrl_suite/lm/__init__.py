@@ -6,7 +6,7 @@
               positions and key masks; FAMILY (v1, T=24) and FAMILY_V2 (v2, T=128-256); other
               architectures plug in through its `Architecture` protocol
   llama       Llama / Qwen3-style decoder (RMSNorm, RoPE, SwiGLU, GQA, q/k norms) behind the
-              same interface; every method below runs it
+              same interface (sampling, GRPO, Direct-OPD, rollouts, token PPO run it; tested)
   hf_checkpoint  Hugging Face checkpoint folders (config.json + safetensors) <-> LlamaConfig
               and parameters; hf_tokenizer: their tokenizer.json (docs/lm_checkpoints.md)
   sampling    temperature / top-k / top-p sampling in one lax.scan; Stepper composition
