@@ -41,7 +41,6 @@ table (verdict counts per reproduction) and a link to `results/SUMMARY.md`.
 from __future__ import annotations
 
 import dataclasses
-import glob
 import importlib.util
 import json
 import os
@@ -55,6 +54,7 @@ if REPO_ROOT not in sys.path:
   sys.path.insert(0, REPO_ROOT)
 
 from jaxrl_suite.core import results as _results  # noqa: E402  (needs REPO_ROOT on sys.path)
+from jaxrl_suite.repro import summary as _summary  # noqa: E402
 
 RESULTS_DIR = _results.RESULTS_DIR
 QUICK_DIR = _results.QUICK_DIR
@@ -374,6 +374,128 @@ def _schedule(stages: Sequence[Stage], last: Mapping[str, float], jobs: int) -> 
   return unknown + known
 
 
+class _Runner:
+  """The state of one `run_all`: the queue, the running stages (threads), their results, the
+  progress lines. Each method is one step of the loop in `run_all`."""
+
+  def __init__(self, stages, quick, results_dir, log_dir, progress, timeout_s, stream, jobs,
+               heartbeat_s, out):
+    import threading
+    self.stages, self.quick, self.results_dir, self.log_dir = stages, quick, results_dir, log_dir
+    self.progress, self.timeout_s, self.stream, self.jobs = progress, timeout_s, stream, jobs
+    self.heartbeat_s, self.out = heartbeat_s, out
+    self.last, self.source = load_timings(log_dir, quick), "last run's timings"
+    if not self.last and quick and all(st.name in QUICK_SECONDS for st in stages):
+      # a fresh clone: the shipped estimates order the stages and give the first ETA
+      self.last, self.source = dict(QUICK_SECONDS), "shipped estimates"
+    self.queue = _schedule(stages, self.last, jobs)
+    self.order, self.n = list(self.queue), len(stages)
+    self.stop, self.lock = threading.Event(), threading.Lock()
+    self.done: dict[str, StageResult] = {}
+    self.running: dict[str, tuple[Any, float]] = {}
+    self.reported: set[str] = set()
+    self.t_start = time.time()
+    self.next_beat = self.t_start + heartbeat_s
+
+  def say(self, msg: str) -> None:
+    print(msg, file=self.out, flush=True)
+
+  def work(self, stage: Stage) -> None:
+    try:
+      res = run_stage(stage, self.quick, self.results_dir, self.log_dir,
+                      timeout_s=self.timeout_s, stream=self.stream, protect=False,
+                      stop=self.stop)
+    except Exception as e:  # noqa: BLE001  (a bug here must not lose the other stages' results)
+      res = StageResult(stage.name, "failed", note=f"reproduce.py error: {e!r}")
+    with self.lock:
+      self.done[stage.name] = res
+
+  def eta(self) -> str:
+    if not self.last:
+      return "no ETA (first run of this mode)"
+    now = time.time()
+    left = sum(max(self.last.get(s, 0.0) - (now - t0), 0.0)
+               for s, (_, t0) in self.running.items())
+    left += sum(self.last.get(s.name, 0.0) for s in self.order if s.name not in self.done
+                and s.name not in self.running)
+    return f"ETA {_fmt_s(left / self.jobs)} ({self.source})"
+
+  def _was(self, name: str, words: tuple[str, str]) -> str:
+    """The word for the time shown for `name`: the shipped estimate's or the last run's."""
+    return words[0 if self.source == "shipped estimates" else 1]
+
+  def report(self, res: StageResult) -> None:
+    self.reported.add(res.name)
+    cpu = f", {res.cpu_s:.0f} CPU-s" if res.cpu_s else ""
+    self.say(f"[{res.status}] {res.name} ({res.wall_s:.0f} s{cpu}) {res.note}"
+             + (f"  [{len(self.reported)}/{self.n} done, "
+                f"{_fmt_s(time.time() - self.t_start)} elapsed]" if self.progress else ""))
+    if res.status == "failed" and res.log:
+      self.say(f"  --- last lines of {res.log} ---\n" + _tail(res.log))
+
+  def start_more(self) -> None:
+    """Starts queued stages while there are free slots (a missing script takes none)."""
+    import threading
+    while self.queue and len(self.running) < self.jobs and not self.stop.is_set():
+      stage = self.queue.pop(0)
+      if not module_exists(stage.module):    # reported at once, takes no slot
+        self.done[stage.name] = StageResult(stage.name, "skipped",
+                                            note=f"{stage.module} does not exist yet")
+        continue
+      i = self.n - len(self.queue)
+      if self.progress:
+        was = (f", {self._was(stage.name, ('estimate', 'last run'))} "
+               f"{_fmt_s(self.last[stage.name])}" if stage.name in self.last else "")
+        self.say(f"[{i}/{self.n}] {stage.name} started ({stage.title}{was}); "
+                 f"{_fmt_s(time.time() - self.t_start)} elapsed, {self.eta()}")
+      if self.stream:
+        print(f"=== [{i}/{self.n}] {stage.name}: {stage.title}", file=sys.stderr)
+      th = threading.Thread(target=self.work, args=(stage,), daemon=True)
+      self.running[stage.name] = (th, time.time())
+      th.start()
+
+  def collect(self) -> list[str]:
+    """Reports the stages that finished since the last call; returns their names."""
+    with self.lock:
+      finished = [s for s in self.done if s not in self.reported]
+    for name in finished:
+      self.running.pop(name, None)
+      self.report(self.done[name])
+    return finished
+
+  def heartbeat(self) -> None:
+    """Every heartbeat_s, the last log line of each stage running for a while."""
+    if not (self.progress and not self.stream and self.running
+            and time.time() >= self.next_beat):
+      return
+    self.next_beat = time.time() + self.heartbeat_s
+    for name, (_, t0) in self.running.items():
+      if time.time() - t0 < self.heartbeat_s / 2:    # just started: its log says nothing yet
+        continue
+      was = (f"/{_fmt_s(self.last[name])} {self._was(name, ('estimated', 'last run'))}"
+             if name in self.last else "")
+      log = os.path.join(self.log_dir, f"{name}.log")
+      self.say(f"  ... {name}: {_fmt_s(time.time() - t0)}{was}: {_last_line(log)}")
+
+  def interrupt(self) -> None:
+    """Ctrl-C: stops the running stages, reports them, marks the queued ones not run."""
+    self.stop.set()
+    for th, _ in list(self.running.values()):
+      th.join()
+    self.collect()
+    for s in self.queue:
+      self.done[s.name] = StageResult(s.name, "skipped", note="not run (interrupted)")
+    self.say("[interrupted] the running stages were stopped; the remaining ones were not run")
+
+  def results(self) -> list[StageResult]:
+    """One result per stage in `stages` order; the skipped ones reported now."""
+    out = [self.done[s.name] for s in self.stages if s.name in self.done]
+    for r in out:
+      if r.name not in self.reported:
+        self.report(r)
+    return out
+
+
 def run_all(stages: Sequence[Stage], quick: bool, results_dir: str | None = None,
             log_dir: str = LOG_DIR, progress: bool = True,
             timeout_s: float | None = None, stream: bool = False, jobs: int = 1,
@@ -388,114 +510,29 @@ def run_all(stages: Sequence[Stage], quick: bool, results_dir: str | None = None
   Ctrl-C stops the running stages and skips the rest (the summary is still written).
   Returns one StageResult per stage, in the order of `stages`.
   """
-  import threading
-  out = out or sys.stdout
   jobs = 1 if stream else max(1, int(jobs))
   results_dir = results_dir or default_results_dir(quick)
   protect = quick and os.path.abspath(results_dir) != os.path.abspath(PROTECTED_DIR)
   # One snapshot around the whole run: with stages running at the same time, a per-stage
   # snapshot could take another stage's half-written file for a committed one.
   before = _snapshot(PROTECTED_DIR) if protect else {}
-  last = load_timings(log_dir, quick)
-  source = "last run's timings"
-  if not last and quick and all(st.name in QUICK_SECONDS for st in stages):
-    # a fresh clone: the shipped estimates order the stages and give the first ETA
-    last, source = dict(QUICK_SECONDS), "shipped estimates"
-  order = _schedule(stages, last, jobs)
-  n = len(stages)
-  say = lambda msg: (print(msg, file=out, flush=True))
-  stop = threading.Event()
-  done: dict[str, StageResult] = {}
-  running: dict[str, tuple[threading.Thread, float]] = {}
-  lock = threading.Lock()
-  t_start = time.time()
-
-  def work(stage):
-    try:
-      res = run_stage(stage, quick, results_dir, log_dir, timeout_s=timeout_s, stream=stream,
-                      protect=False, stop=stop)
-    except Exception as e:  # noqa: BLE001  (a bug here must not lose the other stages' results)
-      res = StageResult(stage.name, "failed", note=f"reproduce.py error: {e!r}")
-    with lock:
-      done[stage.name] = res
-
-  def eta() -> str:
-    if not last:
-      return "no ETA (first run of this mode)"
-    now = time.time()
-    left = sum(max(last.get(s, 0.0) - (now - t0), 0.0) for s, (_, t0) in running.items())
-    left += sum(last.get(s.name, 0.0) for s in order if s.name not in done
-                and s.name not in running)
-    return f"ETA {_fmt_s(left / jobs)} ({source})"
-
-  def report(res: StageResult) -> None:
-    k = len(reported)
-    cpu = f", {res.cpu_s:.0f} CPU-s" if res.cpu_s else ""
-    say(f"[{res.status}] {res.name} ({res.wall_s:.0f} s{cpu}) {res.note}"
-        + (f"  [{k}/{n} done, {_fmt_s(time.time() - t_start)} elapsed]" if progress else ""))
-    if res.status == "failed" and res.log:
-      say(f"  --- last lines of {res.log} ---\n" + _tail(res.log))
-
-  queue = list(order)
-  reported: set[str] = set()
-  next_beat = time.time() + heartbeat_s
+  r = _Runner(stages, quick, results_dir, log_dir, progress, timeout_s, stream, jobs,
+              heartbeat_s, out or sys.stdout)
   try:
-    while queue or running:
-      while queue and len(running) < jobs and not stop.is_set():
-        stage = queue.pop(0)
-        if not module_exists(stage.module):    # reported at once, takes no slot
-          done[stage.name] = StageResult(stage.name, "skipped",
-                                         note=f"{stage.module} does not exist yet")
-          continue
-        i = n - len(queue)
-        if progress:
-          was = (f", {'estimate' if source == 'shipped estimates' else 'last run'} "
-                 f"{_fmt_s(last[stage.name])}" if stage.name in last else "")
-          say(f"[{i}/{n}] {stage.name} started ({stage.title}{was}); "
-              f"{_fmt_s(time.time() - t_start)} elapsed, {eta()}")
-        if stream:
-          print(f"=== [{i}/{n}] {stage.name}: {stage.title}", file=sys.stderr)
-        th = threading.Thread(target=work, args=(stage,), daemon=True)
-        running[stage.name] = (th, time.time())
-        th.start()
-      with lock:
-        finished = [s for s in done if s not in reported]
-      for name in finished:
-        reported.add(name)
-        running.pop(name, None)
-        report(done[name])
-      if progress and not stream and running and time.time() >= next_beat:
-        next_beat = time.time() + heartbeat_s
-        for name, (_, t0) in running.items():
-          if time.time() - t0 < heartbeat_s / 2:    # just started: its log says nothing yet
-            continue
-          was = (f"/{_fmt_s(last[name])} "
-                 f"{'estimated' if source == 'shipped estimates' else 'last run'}"
-                 if name in last else "")
-          log = os.path.join(log_dir, f"{name}.log")
-          say(f"  ... {name}: {_fmt_s(time.time() - t0)}{was}: {_last_line(log)}")
-      if running and not finished:
+    while r.queue or r.running:
+      r.start_more()
+      finished = r.collect()
+      r.heartbeat()
+      if r.running and not finished:
         time.sleep(0.5)
   except KeyboardInterrupt:
-    stop.set()
-    for th, _ in list(running.values()):
-      th.join()
-    for name in [s for s in done if s not in reported]:
-      reported.add(name)
-      report(done[name])
-    for s in queue:
-      done[s.name] = StageResult(s.name, "skipped", note="not run (interrupted)")
-    say("[interrupted] the running stages were stopped; the remaining ones were not run")
+    r.interrupt()
   finally:
     moved = _give_back(before, PROTECTED_DIR, results_dir) if protect else []
     if moved:
-      say(f"[reproduce] quick mode: moved {moved} from {_rel(PROTECTED_DIR)} to "
-          f"{_rel(results_dir)} and restored the committed files")
-  results = [done[s.name] for s in stages if s.name in done]
-  for r in results:        # skipped stages (no module) were not reported in the loop
-    if r.name not in reported:
-      reported.add(r.name)
-      report(r)
+      r.say(f"[reproduce] quick mode: moved {moved} from {_rel(PROTECTED_DIR)} to "
+            f"{_rel(results_dir)} and restored the committed files")
+  results = r.results()
   save_timings(log_dir, quick, results)
   return results
 
@@ -507,57 +544,24 @@ def load_records(results_dir: str = RESULTS_DIR,
                  order: Sequence[str] | None = None) -> list[dict]:
   """Every `results/*.json` record with claims, in registry order then alphabetical; records
   of runs on ad-hoc inputs (`adhoc_inputs`, e.g. --eval_trace) are left out."""
-  order = [s.name for s in REGISTRY] if order is None else list(order)
-  records = []
-  for path in sorted(glob.glob(os.path.join(results_dir, "*.json"))):
-    try:
-      with open(path) as f:
-        rec = json.load(f)
-    except (OSError, json.JSONDecodeError):
-      continue
-    if isinstance(rec, dict) and "claims" in rec and "name" in rec and not rec.get(
-        "adhoc_inputs"):
-      rec["_file"] = os.path.splitext(os.path.basename(path))[0]
-      records.append(rec)
-  rank = {n: i for i, n in enumerate(order)}
-  return sorted(records, key=lambda r: (rank.get(r["name"], len(rank)), r["name"]))
+  return _summary.load_records(results_dir, [s.name for s in REGISTRY] if order is None
+                               else list(order))
 
 
-def _cell(x: Any) -> str:
-  """Markdown table cell: pipes escaped, newlines flattened."""
-  return str(x).replace("|", "\\|").replace("\n", " ").strip()
+_cell = _summary.cell
+verdict_counts = _summary.verdict_counts
 
 
 def summary_table(records: Sequence[Mapping[str, Any]], results_dir: str = RESULTS_DIR,
                   link_prefix: str = "") -> str:
-  """The verdict table: one row per claim of every record.
-
-  Links are `<link_prefix><name>.md` and `.png` (prefix "" inside results/, "results/" from the
-  repository root); the plot link appears only if the PNG exists.
-  """
-  rows = ["| reproduction | claim | paper | ours (95% CI) | verdict | details | mode | commit |",
-          "|---|---|---|---|---|---|---|---|"]
-  for rec in records:
-    f = rec.get("_file", rec["name"])
-    links = [f"[report]({link_prefix}{f}.md)"]
-    if os.path.exists(os.path.join(results_dir, f"{f}.png")):
-      links.append(f"[plot]({link_prefix}{f}.png)")
-    prov = rec.get("provenance", {})
-    commit = str(prov.get("commit", "unknown"))[:8] + ("+dirty" if prov.get("dirty") else "")
-    for c in rec["claims"]:
-      rows.append("| " + " | ".join([
-          _cell(rec["name"]), _cell(c.get("claim", "")), _cell(c.get("paper", "")),
-          _cell(_results.ours_with_ci(c)), f"**{_cell(c.get('verdict', ''))}**", " ".join(links),
-          _cell(rec.get("mode", "?")), f"`{commit}`"]) + " |")
-  return "\n".join(rows)
+  """One row per claim of every record (jaxrl_suite.repro.summary.summary_table)."""
+  return _summary.summary_table(records, results_dir, link_prefix)
 
 
-def verdict_counts(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-  counts: dict[str, int] = {}
-  for rec in records:
-    for c in rec["claims"]:
-      counts[c.get("verdict", "?")] = counts.get(c.get("verdict", "?"), 0) + 1
-  return counts
+def readme_table(records: Sequence[Mapping[str, Any]], results_dir: str = RESULTS_DIR,
+                 link_prefix: str = "results/") -> str:
+  """One row per reproduction with its verdict counts (jaxrl_suite.repro.summary)."""
+  return _summary.readme_table(records, results_dir, link_prefix)
 
 
 def write_summary(results_dir: str = RESULTS_DIR, run: Sequence[StageResult] = (),
@@ -584,7 +588,7 @@ def write_summary(results_dir: str = RESULTS_DIR, run: Sequence[StageResult] = (
               f"full-mode records in `{_rel(RESULTS_DIR)}/` (`{_rel(RESULTS_DIR)}/SUMMARY.md`).",
               ""]
   lines += [_crossdomain(records, results_dir), "## Every claim", "",
-            "Verdicts: " + (", ".join(f"{v} {n}" for v, n in sorted(counts.items())) or "none"),
+            "Verdicts: " + _summary.counts_text(counts),
             "", summary_table(records, results_dir, link_prefix=""), ""]
   have = {r["name"] for r in records}
   missing = [s.name for s in registry if s.name not in have]
@@ -647,10 +651,6 @@ def update_readme(readme_path: str, results_dir: str = RESULTS_DIR,
   """
   with open(readme_path) as f:
     text = f.read()
-  i, j = text.find(README_BEGIN), text.find(README_END)
-  if i < 0 or j < i:
-    raise ValueError(f"{readme_path} lacks the markers {README_BEGIN} ... {README_END}; put "
-                     "them around the place the results block goes")
   records = [r for r in load_records(results_dir) if r.get("mode") in modes]
   have = {r["name"] for r in records}
   missing = [s.name for s in REGISTRY if s.name not in have]
@@ -659,13 +659,13 @@ def update_readme(readme_path: str, results_dir: str = RESULTS_DIR,
   block = (f"{README_BEGIN}\n<!-- generated by `python -m experiments.reproduce --summary_only "
            f"--readme` from results/*.json; do not edit by hand -->\n\n"
            f"Mode: {'/'.join(modes)}. {n_claims} claims; verdicts: "
-           + (", ".join(f"{v} {n}" for v, n in sorted(counts.items())) or "none") + ". "
+           + _summary.counts_text(counts) + ". "
            "Every claim with the paper's figure, ours with its 95% CI and the verdict: "
            "[results/SUMMARY.md](results/SUMMARY.md).\n\n"
            + readme_table(records, results_dir, link_prefix="results/") + "\n\n"
            + (f"No {'/'.join(modes)}-mode results yet for: {', '.join(missing)}.\n\n"
               if missing else ""))
-  new = text[:i] + block + text[j:]
+  new = _summary.replace_block(text, README_BEGIN, README_END, block, readme_path)
   if new != text:
     with open(readme_path, "w") as f:
       f.write(new)

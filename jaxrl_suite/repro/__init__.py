@@ -10,6 +10,7 @@
   format     -- the one "mean [lo, hi]" formatter
   stage_cache -- finished stages in the workdir, keyed by config + library (JSON / npz, no pickle)
   entry      -- a script's --quick/--workdir/--config, output folder and user errors
+  summary    -- verdict tables of a folder of records (results/SUMMARY.md, the README block)
 See docs/reproduction.md. Depends on numpy, scipy and jaxrl_suite.core only.
 """
 
