@@ -158,4 +158,27 @@ def tiny(demand_scale: float = 4.0, capacity: float = 10.0, pad: int = 2) -> dic
                         demand_scale, capacity=capacity, pad=pad)
 
 
-INSTANCES = {"ecml": ecml, "tiny": tiny}
+def textbook(capacity: float = 100.0, lam_business: float = 60.0, lam_leisure: float = 250.0,
+             pad: int = 1) -> dict:
+  """The RM-literature regime for nested booking limits: one train, one leg, tight capacity,
+  price-sensitive leisure demand booking early and price-insensitive business demand booking
+  late (Littlewood 1972; Belobaba 1989; Talluri & van Ryzin 2004, ch. 2).
+
+  Leisure: elasticity -1.6 at no-purchase share 0.5 (b = 3.2 utils per base fare); business:
+  -0.3 at 0.2 (b = 1.5); no commuters. At base fares leisure alone would ask ~125 seats of
+  100 and business ~48 more, so selling to leisure early displaces late business at up to 1.5x
+  the fare [design]. A static fare cannot both fill early seats and keep seats for late business;
+  EMSR-b can (tests/envs/rail/test_rail_emsr_regime.py). Not a market model: a probe with a
+  known answer for the baselines.
+  """
+  inst = build_instance(("A", "B"), (200.0,), [(0, 9.0, (0, 1))], (1.0, 1.0), 1.0,
+                        capacity=capacity, pad=pad)
+  lam = np.zeros_like(inst["lam"])
+  lam[0] = (lam_business, lam_leisure, 0.0)
+  inst["lam"] = lam.astype(np.float32)
+  inst.update(calibrate(inst, elasticity=np.array([-0.3, -1.6, -0.35]),
+                        s0=np.array([0.2, 0.5, 0.3])))
+  return inst
+
+
+INSTANCES = {"ecml": ecml, "tiny": tiny, "textbook": textbook}
