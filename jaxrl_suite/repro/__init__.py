@@ -11,7 +11,9 @@
   stage_cache -- finished stages in the workdir, keyed by config + library (JSON / npz, no pickle)
   entry      -- a script's --quick/--workdir/--config, output folder and user errors
   summary    -- verdict tables of a folder of records (results/SUMMARY.md, the README block)
-See docs/reproduction.md. Depends on numpy, scipy and jaxrl_suite.core only.
+  runner     -- reproduction scripts run as subprocesses, logged, their records checked
+See docs/reproduction.md. Depends on numpy, scipy, absl + ml_collections (entry) and
+jaxrl_suite.core only.
 """
 
 from jaxrl_suite.repro.claims import Claim

@@ -18,6 +18,7 @@ import pytest
 
 from experiments import reproduce
 from jaxrl_suite.core import results as results_lib
+from jaxrl_suite.repro import runner
 
 EXPERIMENTS = os.path.join(reproduce.REPO_ROOT, "experiments")
 # Calls whose arguments are filesystem paths: a "results" component there is a fixed folder.
@@ -122,7 +123,7 @@ def test_reproduce_finds_the_record_where_the_library_puts_it(stage, tmp_path, m
           claims=[results_lib.claim("smoke", "-", "-", "inconclusive")])
     return 0
 
-  monkeypatch.setattr(reproduce, "_run_tee", fake_run)
+  monkeypatch.setattr(runner, "_run_tee", fake_run)   # the library runs the stage's process
   quick_dir = str(tmp_path / "quick")
   res = reproduce.run_stage(stage, quick=True, results_dir=quick_dir,
                             log_dir=str(tmp_path / "logs"), protect=False)
