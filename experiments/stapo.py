@@ -7,15 +7,16 @@ window W that lets the goal scroll out):
      the harness shows (`stapo.truncate_oldest_segments`), cached in --workdir;
   2. detection before any training: rollouts of the warm-started policy; AUROC of the
      state-normalised z (and ratio) vs raw step entropy for the ground-truth neglect labels
-     (N1-N4 from the env state); precision of the outlier rule z > 2 vs raw z > 2; how often
-     states recur in a group; 95% CIs over seeds;
-  3. training: GRPO, GiGPO, 80/20 mask, EMPG, STAPO (targeted / only-outliers / raw-entropy
-     outliers) in ONE vmapped program over (method, seed), identical seeds and rollout keys,
-     the shared learner (`token_ppo.make_learner`); learning curves;
-  4. fresh evaluation rollouts per (method, seed): neglect events per 100 steps, share of
-     episodes with any neglect, success; verdicts vs GRPO and vs the strongest baseline.
+     (N1-N4); precision of the calibrated outlier rule (`stapo.flag_steps`) vs the same alpha on
+     raw entropy; how often states recur in a group;
+  3. learning rate per method, every method alike, on training seeds of their own
+     (`repro.selection`);
+  4. training at the chosen rates, identical evaluation seeds and rollout keys across methods,
+     budget doubled until GRPO and GiGPO are flat on validation rollouts (`repro.flatness`);
+  5. fresh evaluation rollouts per (method, seed); every registered claim (configs/stapo.py)
+     judged by `repro.records.claim_record` from the per-seed samples.
 
-Run from the repo root:  python -m experiments.stapo [--quick] [--config.train_steps=...]
+Run from the repo root:  python -m experiments.stapo [--quick] [--config.max_budget=...]
 """
 
 from __future__ import annotations
@@ -38,14 +39,13 @@ from experiments import cli  # noqa: E402
 from jaxrl_suite.core import plotting  # noqa: E402
 from jaxrl_suite.core import results as results_lib  # noqa: E402
 from jaxrl_suite.core import tree_io  # noqa: E402
-from jaxrl_suite.core import stats  # noqa: E402
 from jaxrl_suite.envs.text import goal_house as gh  # noqa: E402
-from jaxrl_suite.lm import grpo as lm_grpo  # noqa: E402
 from jaxrl_suite.lm import model as lm_model  # noqa: E402
 from jaxrl_suite.lm import pretrain as lm_pretrain  # noqa: E402
 from jaxrl_suite.lm import rollout as lm_rollout  # noqa: E402
 from jaxrl_suite.lm import stapo  # noqa: E402
 from jaxrl_suite.lm import token_ppo  # noqa: E402
+from jaxrl_suite.repro import Claim, claim_record, flatness, intervals, selection  # noqa: E402
 
 NAME = "stapo"
 _FLAGS = cli.ScriptFlags(NAME, cli.config_path(NAME))
@@ -59,6 +59,22 @@ def setup(config):
                                   overflow=lm_rollout.TruncateOldest(keep_task=False),
                                   temperature=config.temperature)
   return env, p, cfg, rcfg
+
+
+def method_config(config) -> stapo.MethodConfig:
+  keys = [f for f in stapo.MethodConfig._fields if f != "group_size"]
+  return stapo.MethodConfig(group_size=config.group_size, **{k: config[k] for k in keys})
+
+
+def _ci(x) -> list:
+  """[mean, lo, hi]: Student-t 95% CI over seeds (repro.intervals.t_mean); finite values only."""
+  x = np.asarray(x, np.float64)
+  x = x[np.isfinite(x)]
+  if not x.size:
+    return [float("nan")] * 3
+  iv = intervals.t_mean(x)
+  return [iv.estimate, iv.lo, iv.hi]
+
 
 
 # ---- 1. warm start ---------------------------------------------------------------------------
@@ -102,258 +118,6 @@ def warm_start(config, env, p, cfg, workdir: str, key):
   return params, info
 
 
-# ---- 2. detection ----------------------------------------------------------------------------
-
-def detection(config, env, p, cfg, rcfg, params, key) -> dict:
-  """Per seed: det_batches consecutive rollout batches of the fixed policy (EMA carried)."""
-  g = config.group_size
-  mc = stapo.MethodConfig(group_size=g, min_count=config.min_count)
-
-  @jax.jit
-  def batch(ema, k):
-    ro = lm_rollout.multi_turn_rollout(cfg, params, env, p, k, config.det_envs, rcfg,
-                                       group_size=g)
-    sig = stapo.turn_signals(cfg, params, ro, g, ema, mc.min_count)
-    h, norm = sig.h, sig.norm
-    ema = stapo.update_ema(ema, h, ro.state_key, ro.turn_valid, config.ema_decay)
-    raw = stapo.raw_zscore(h, ro.turn_valid)
-    return ema, dict(h=h, z=norm.z, ratio=norm.ratio, raw=raw, count=norm.count,
-                     source=norm.source, valid=ro.turn_valid,
-                     label=ro.info["neglect"].any(-1) & ro.turn_valid,
-                     labels=ro.info["neglect"], success=(ro.info["success"] & ro.turn_valid).any(-1),
-                     optimal=ro.info["optimal"])
-
-  per_seed = []
-  for s in range(config.det_seeds):
-    ema = stapo.init_ema(gh.num_state_keys(p))
-    outs = []
-    for b in range(config.det_batches):
-      ema, o = batch(ema, jax.random.fold_in(jax.random.fold_in(key, s), b))
-      outs.append(jax.tree.map(np.asarray, o))
-    o = {k: np.concatenate([x[k] for x in outs]) for k in outs[0]}
-    v = o["valid"]
-    y = o["label"][v]
-    thr = config.outlier_threshold
-    row = {
-        "auroc_z": stapo.auroc(o["z"][v], y), "auroc_ratio": stapo.auroc(o["ratio"][v], y),
-        "auroc_raw": stapo.auroc(o["h"][v], y),
-        "precision_z": stapo.precision(o["z"][v] > thr, y),
-        "precision_raw": stapo.precision(o["raw"][v] > thr, y),
-        "flagged_z": float((o["z"][v] > thr).mean()), "flagged_raw": float((o["raw"][v] > thr).mean()),
-        "recall_z": float((o["z"][v] > thr)[y].mean()) if y.any() else float("nan"),
-        "recall_raw": float((o["raw"][v] > thr)[y].mean()) if y.any() else float("nan"),
-        "base_rate": float(y.mean()), "success": float(o["success"].mean()),
-        "optimal": float(o["optimal"][v].mean()),
-        "share_recurring": float((o["count"][v] >= 2).mean()),
-        "share_ema": float((o["source"][v] == stapo.SOURCE_EMA).mean()),
-        "share_task": float((o["source"][v] == stapo.SOURCE_TASK).mean()),
-        "label_rates": o["labels"][v].mean(0).tolist(),
-        # benign high entropy: raw-flagged steps that are not neglect
-        "raw_flagged_benign": float((~y[o["raw"][v] > thr]).mean()) if (o["raw"][v] > thr).any()
-        else float("nan"),
-    }
-    per_seed.append(row)
-  out = {"per_seed": per_seed}
-  for k in per_seed[0]:
-    if k == "label_rates":
-      continue
-    vals = np.array([r[k] for r in per_seed], float)
-    vals = vals[np.isfinite(vals)]
-    out[k] = stats.mean_ci(vals) if vals.size else (float("nan"),) * 3
-  d = np.array([r["auroc_z"] - r["auroc_raw"] for r in per_seed])
-  out["auroc_z_minus_raw"] = stats.mean_ci(d)
-  out["label_rates"] = np.mean([r["label_rates"] for r in per_seed], 0).tolist()
-  return out
-
-
-# ---- 3. training and 4. evaluation ------------------------------------------------------------
-
-def train_all(config, env, p, cfg, rcfg, params, key):
-  mc = stapo.MethodConfig(
-      group_size=config.group_size, step_weight=config.step_weight, keep_frac=config.keep_frac,
-      empg_k=config.empg_k, empg_k_future=config.empg_k_future, empg_zeta=config.empg_zeta,
-      penalty=config.penalty, outlier_rule=config.outlier_rule,
-      outlier_threshold=config.outlier_threshold, false_flag_rate=config.false_flag_rate,
-      ema_decay=config.ema_decay,
-      min_count=config.min_count)
-  pc = token_ppo.TokenPPOConfig(
-      epochs=config.epochs, num_minibatches=config.num_minibatches, lr=config.lr,
-      clip_eps=config.clip_eps, kl_coef=config.kl_coef, max_grad_norm=config.max_grad_norm,
-      group_size=config.group_size)
-  init, step = stapo.make_train_step(cfg, env, p, rcfg, config.train_envs, mc, pc)
-  methods = list(config.methods)
-  # identical seeds across methods: (method i, seed s) uses the key of seed s
-  seed_keys = jax.random.split(key, config.num_seeds)
-  eval_seed_keys = jax.random.split(jax.random.fold_in(key, 99), config.num_seeds)
-
-  @jax.jit
-  def evaluate(prm, k):
-    ro = lm_rollout.multi_turn_rollout(cfg, prm, env, p, k, config.eval_envs, rcfg,
-                                       group_size=config.group_size)
-    m = stapo.episode_neglect(ro.info, ro.turn_valid)
-    m["note_rate"] = ((ro.info["action_index"] == gh.num_actions(p) - 1) & ro.turn_valid
-                      ).sum() / jnp.maximum(ro.turn_valid.sum(), 1)
-    return m
-
-  # Methods run `methods_per_program` at a time (each group x seeds in one vmapped program):
-  # memory grows with the vmapped width (7 methods x 5 seeds x 32 trajectories needed > 11 GB).
-  # Groups of equal size compile the same program (reused via JAX_COMPILATION_CACHE_DIR).
-  timing, evs, curves_l = {"compile_s": 0.0, "run_s": 0.0}, [], []
-  per = config.methods_per_program or len(methods)
-  for lo in range(0, len(methods), per):
-    group = methods[lo:lo + per]
-    m_ids = jnp.repeat(jnp.array([stapo.method_id(m) for m in group]), config.num_seeds)
-    state = jax.vmap(init, in_axes=(None, 0))(params, m_ids)
-    t = {}
-    state, cur = lm_grpo.run_seeds(step, state, jnp.tile(seed_keys, (len(group), 1)),
-                                   config.train_steps, config.chunk,
-                                   desc=f"stapo {'+'.join(group)} x seeds", timing=t)
-    for k in timing:
-      timing[k] += t.get(k, 0.0)
-    evs.append(jax.tree.map(np.asarray, jax.vmap(evaluate)(
-        state[0].params, jnp.tile(eval_seed_keys, (len(group), 1)))))
-    curves_l.append(cur)
-    del state
-  ev = {k: np.concatenate([e[k] for e in evs]) for k in evs[0]}
-  curves = {k: np.concatenate([c[k] for c in curves_l]) for k in curves_l[0]}
-  start = jax.tree.map(np.asarray, jax.vmap(evaluate, in_axes=(None, 0))(params, eval_seed_keys))
-  n, s = len(methods), config.num_seeds
-  shape = lambda x: np.asarray(x).reshape((n, s) + np.asarray(x).shape[1:])  # noqa: E731
-  return ({k: shape(v) for k, v in ev.items()}, {k: shape(v) for k, v in curves.items()},
-          start, timing)
-
-
-# ---- claims -----------------------------------------------------------------------------------
-
-def _fmt(ci, pct=False):
-  m, lo, hi = ci
-  f = (lambda x: f"{100 * x:.1f}%") if pct else (lambda x: f"{x:.3g}")
-  return f"{f(m)} [{f(lo)}, {f(hi)}]"
-
-
-def _plateau(curve: np.ndarray) -> dict:
-  """Is a learning curve [seeds, steps] still rising? Slope of the last half (per 10 steps)."""
-  m = curve.mean(0)
-  half = m[len(m) // 2:]
-  slope = float(np.polyfit(np.arange(len(half)), half, 1)[0] * 10) if len(half) > 1 else 0.0
-  return {"last_half_slope_per10": slope, "first": float(m[:3].mean()), "last": float(m[-3:].mean())}
-
-
-def make_claims(det: dict, ev: dict, curves: dict, methods: list) -> tuple[list, dict]:
-  i = {m: j for j, m in enumerate(methods)}
-  succ, neg = ev["success"], ev["neglect_per100"]
-  baselines = [m for m in ("gigpo", "empg", "mask8020") if m in i]
-  strongest = max(baselines, key=lambda m: succ[i[m]].mean()) if baselines else "grpo"
-  stapo_variants = [m for m in ("stapo", "stapo_only") if m in i]
-  claims, table = [], {}
-
-  pz, pr = det["precision_z"], det["precision_raw"]
-  prec_verdict = ("reproduced" if pz[1] >= 0.8 else
-                  "partly reproduced" if pz[1] > pr[2] else "not reproduced")
-  claims.append(results_lib.claim(
-      "outlier steps (z > 2) are almost always the drifted steps (precision, before training)",
-      "'almost always' (blog)", f"{100 * pz[0]:.1f}% (raw-entropy z > 2: {_fmt(pr, True)}; "
-      f"neglect base rate {100 * det['base_rate'][0]:.1f}%)", prec_verdict,
-      ci95=[100 * pz[1], 100 * pz[2]],
-      detail="precision (%) of the outlier rule for the N1-N4 labels on warm-start rollouts; "
-             "reproduced needs a lower bound >= 80%; partly: above the raw rule's upper bound"))
-  d = det["auroc_z_minus_raw"]
-  claims.append(results_lib.claim(
-      "state-normalised entropy separates neglect steps better than raw entropy (AUROC)",
-      "normalised entropy vs Shannon entropy (abstract)",
-      f"AUROC diff {d[0]:+.3f} (z {_fmt(det['auroc_z'])} vs raw {_fmt(det['auroc_raw'])})",
-      "reproduced" if d[1] > 0 else "contradicted" if d[2] < 0 else "inconclusive", ci95=d[1:],
-      detail=f"states recur in their group for {_fmt(det['share_recurring'], True)} of steps "
-             f"(rest: EMA {_fmt(det['share_ema'], True)}, task mean "
-             f"{_fmt(det['share_task'], True)}); where they do not recur z degenerates to "
-             "task-normalised entropy"))
-  for ref in dict.fromkeys(["grpo", strongest]):
-    for m in stapo_variants:
-      r = stats.paired_ratio_ci(neg[i[m]], neg[i[ref]])
-      ch = [100 * (x - 1) for x in r]                  # % change of neglect events (< 0: fewer)
-      v = ("reproduced" if ch[2] <= -72 else "partly reproduced" if ch[2] < 0 else
-           "contradicted" if ch[1] > 0 else "inconclusive")
-      # A policy that stops acting usefully has no neglect either: fewer neglect events only
-      # count when success did not fall (guard added after the e1057bf run, where stapo_only
-      # reached 0.2 events / 100 steps at 0% success).
-      if v in ("reproduced", "partly reproduced") and succ[i[m]].mean() < succ[i[ref]].mean():
-        v = "inconclusive"
-      claims.append(results_lib.claim(
-          f"{m} vs {ref}: change of neglect events per 100 steps", "-72%",
-          f"{ch[0]:+.1f}% ({neg[i[m]].mean():.1f} vs {neg[i[ref]].mean():.1f})", v,
-          ci95=ch[1:], detail="paired bootstrap over seeds (identical rollout keys); "
-          "reproduced needs the CI's upper end at <= -72%; partly: a CI below 0"))
-      dd = [100 * x for x in stats.mean_ci(succ[i[m]] - succ[i[ref]])]
-      v = ("reproduced" if dd[1] > 0 and dd[0] >= 11 else
-           "partly reproduced" if dd[1] > 0 else
-           "contradicted" if dd[2] < 0 else "inconclusive")
-      claims.append(results_lib.claim(
-          f"{m} vs {ref}: success (points)", "+11 points",
-          f"{dd[0]:+.1f} ({100 * succ[i[m]].mean():.1f}% vs {100 * succ[i[ref]].mean():.1f}%)",
-          v, ci95=dd[1:], detail="paired seed differences; reproduced: CI above 0 and mean "
-          ">= 11 points"))
-  for m in methods:
-    table[m] = {k: stats.mean_ci(ev[k][i[m]]) for k in ev}
-    table[m]["curve"] = {k: _plateau(curves[k][i[m]]) for k in ("success", "neglect_per100")}
-  table["_strongest_baseline"] = strongest
-  return claims, table
-
-
-def fair_chance(ev: dict, start: dict, curves: dict, methods: list) -> dict:
-  """Did RL get a fair chance? Per method: final evaluation success minus the warm start's on the
-  same evaluation keys (paired over seeds, 95% CI), and the training curve's first vs last fifth.
-  GRPO (the baseline the hyperparameters were chosen on) must improve for the training verdicts
-  to mean anything."""
-  out = {}
-  for j, m in enumerate(methods):
-    c = curves["success"][j].mean(0)
-    n = max(1, len(c) // 5)
-    out[m] = {"gain_vs_start": stats.mean_ci(ev["success"][j] - np.asarray(start["success"])),
-              "curve_first_fifth": float(c[:n].mean()), "curve_last_fifth": float(c[-n:].mean())}
-  return out
-
-
-def _markdown(config, ws_info, det, table, methods, start, timing, fair) -> str:
-  L = ["## Setup", "",
-       f"GoalHouse-v0 {config.env.to_dict()}, model FAMILY_V2[{config.model!r}], window W = "
-       f"{config.window} tokens (TruncateOldest without the task: the goal scrolls out), G = "
-       f"{config.group_size}, {config.train_envs} trajectories x {config.train_steps} "
-       f"iterations per (method, seed), {config.num_seeds} seeds, identical rollout keys across "
-       f"methods. Warm start: {ws_info}.", "",
-       f"Warm-started policy before RL (fresh evaluation): success "
-       f"{100 * np.mean(start['success']):.1f}%, neglect {np.mean(start['neglect_per100']):.1f} "
-       f"per 100 steps, note rate {100 * np.mean(start['note_rate']):.1f}%.", "",
-       "## Detection before training (warm-started policy)", "",
-       "| metric | mean [95% CI] |", "|---|---|"]
-  for k in ("auroc_z", "auroc_ratio", "auroc_raw", "precision_z", "precision_raw", "recall_z",
-            "recall_raw", "flagged_z", "flagged_raw", "raw_flagged_benign", "base_rate",
-            "share_recurring", "share_ema", "share_task", "success"):
-    L.append(f"| {k} | {_fmt(det[k])} |")
-  L += ["", f"Label rates per step (N1..N4): {np.round(det['label_rates'], 3).tolist()}", "",
-        "## Training (fresh evaluation rollouts after training)", "",
-        "| method | success | neglect / 100 steps | episodes with neglect | note rate | "
-        "success curve first -> last (slope of last half /10 it) |", "|---|---|---|---|---|---|"]
-  for m in methods:
-    t = table[m]
-    c = t["curve"]["success"]
-    L.append(f"| {m} | {_fmt(t['success'], True)} | {_fmt(t['neglect_per100'])} | "
-             f"{_fmt(t['neglect_episodes'], True)} | {_fmt(t['note_rate'], True)} | "
-             f"{100 * c['first']:.1f}% -> {100 * c['last']:.1f}% ({100 * c['last_half_slope_per10']:+.1f} pts) |")
-  g = fair["grpo"]["gain_vs_start"]
-  L += ["", f"Fair-chance check (hyperparameters chosen on GRPO, the same for every method): GRPO "
-        f"success minus the warm start's on the same evaluation keys {100 * g[0]:+.1f} points "
-        f"[{100 * g[1]:+.1f}, {100 * g[2]:+.1f}]; training-rollout success first fifth -> last "
-        f"fifth {100 * fair['grpo']['curve_first_fifth']:.1f}% -> "
-        f"{100 * fair['grpo']['curve_last_fifth']:.1f}%. "
-        + ("RL improved on the warm start." if g[1] > 0 else
-           "The CI does not exclude no gain: RL did not clearly improve, so the training "
-           "verdicts below are about methods that barely moved the policy.")]
-  L += ["", f"Strongest baseline (highest final success among GiGPO / EMPG / 80-20): "
-        f"{table['_strongest_baseline']}.", "",
-        f"Training time: compile {timing.get('compile_s', 0):.0f} s, run "
-        f"{timing.get('run_s', 0):.0f} s (all methods x seeds in one vmapped program)."]
-  return "\n".join(L)
-
 
 def _smooth(c: np.ndarray, n: int) -> np.ndarray:
   """Trailing moving average over the last n iterations of curves [seeds, steps]."""
@@ -363,25 +127,331 @@ def _smooth(c: np.ndarray, n: int) -> np.ndarray:
   return (cs[:, idx] - cs[:, lo]) / (idx - lo)
 
 
-def _plot(curves, det, methods, path, smooth: int = 5):
+# ---- 2. detection ----------------------------------------------------------------------------
+
+def _det_batch_fn(config, env, p, cfg, rcfg, params):
+  g = config.group_size
+  mc = method_config(config)
+
+  @jax.jit
+  def batch(ema, k):
+    ro = lm_rollout.multi_turn_rollout(cfg, params, env, p, k, config.det_envs, rcfg,
+                                       group_size=g)
+    sig = stapo.turn_signals(cfg, params, ro, g, ema, mc.min_count)
+    ema = stapo.update_ema(ema, sig.h, ro.state_key, ro.turn_valid, config.ema_decay)
+    raw = stapo.raw_zscore(sig.h, ro.turn_valid)
+    v = ro.turn_valid
+    return ema, dict(h=sig.h, z=sig.norm.z, ratio=sig.norm.ratio, count=sig.norm.count,
+                     source=sig.norm.source, valid=v, flag=stapo.flag_steps(mc, sig.norm, v),
+                     flag_raw=stapo.flag_raw(mc, raw, v), others=sig.norm.others,
+                     label=ro.info["neglect"].any(-1) & v, labels=ro.info["neglect"],
+                     success=(ro.info["success"] & v).any(-1), optimal=ro.info["optimal"])
+  return batch
+
+
+def _det_row(o: dict) -> dict:
+  """Detection metrics of one seed's concatenated batches."""
+  v = o["valid"]
+  y, f, fr = o["label"][v], o["flag"][v], o["flag_raw"][v]
+  nan = float("nan")
+  return {
+      "auroc_z": stapo.auroc(o["z"][v], y), "auroc_ratio": stapo.auroc(o["ratio"][v], y),
+      "auroc_raw": stapo.auroc(o["h"][v], y),
+      "precision_flag": stapo.precision(f, y), "precision_raw": stapo.precision(fr, y),
+      "flagged": float(f.mean()), "flagged_raw": float(fr.mean()),
+      "recall_flag": float(f[y].mean()) if y.any() else nan,
+      "recall_raw": float(fr[y].mean()) if y.any() else nan,
+      # flags among steps with no neglect label: the realised false-flag rate (alpha if the
+      # unlabelled steps behave like the null; benign high-entropy states may push it up)
+      "flagged_unlabelled": float(f[~y].mean()) if (~y).any() else nan,
+      "base_rate": float(y.mean()), "success": float(o["success"].mean()),
+      "optimal": float(o["optimal"][v].mean()),
+      "share_recurring": float((o["count"][v] >= 2).mean()),
+      "mean_others": float(np.nanmean(np.where(np.isfinite(o["others"][v]), o["others"][v],
+                                               nan))),
+      "share_ema": float((o["source"][v] == stapo.SOURCE_EMA).mean()),
+      "share_task": float((o["source"][v] == stapo.SOURCE_TASK).mean()),
+      "label_rates": o["labels"][v].mean(0).tolist()}
+
+
+def detection(config, env, p, cfg, rcfg, params, key) -> dict:
+  """Per seed: det_batches consecutive rollout batches of the fixed policy (EMA carried)."""
+  batch = _det_batch_fn(config, env, p, cfg, rcfg, params)
+  per_seed = []
+  for s in range(config.det_seeds):
+    ema = stapo.init_ema(gh.num_state_keys(p))
+    outs = []
+    for b in range(config.det_batches):
+      ema, o = batch(ema, jax.random.fold_in(jax.random.fold_in(key, s), b))
+      outs.append(jax.tree.map(np.asarray, o))
+    per_seed.append(_det_row({k: np.concatenate([x[k] for x in outs]) for k in outs[0]}))
+  out = {"per_seed": per_seed}
+  for k in per_seed[0]:
+    if k != "label_rates":
+      out[k] = _ci([r[k] for r in per_seed])
+  out["label_rates"] = np.mean([r["label_rates"] for r in per_seed], 0).tolist()
+  return out
+
+
+# ---- 3./4. training: programs per learning rate, the lr sweep, the budget doubling -----------
+
+class Programs:
+  """One compiled-shape training step and evaluator per learning rate (the method is data)."""
+
+  def __init__(self, config, env, p, cfg, rcfg):
+    self.config, self.env, self.p, self.cfg, self.rcfg = config, env, p, cfg, rcfg
+    self.mc = method_config(config)
+    self._steps = {}
+    c = config
+
+    def evaluate(prm, k):
+      ro = lm_rollout.multi_turn_rollout(cfg, prm, env, p, k, c.eval_envs, rcfg,
+                                         group_size=c.group_size)
+      m = stapo.episode_neglect(ro.info, ro.turn_valid)
+      m["note_rate"] = ((ro.info["action_index"] == gh.num_actions(p) - 1) & ro.turn_valid
+                        ).sum() / jnp.maximum(ro.turn_valid.sum(), 1)
+      return m
+    self.evaluate = jax.jit(jax.vmap(evaluate, in_axes=(0, 0)))          # per-seed params
+    self.evaluate_fixed = jax.jit(jax.vmap(evaluate, in_axes=(None, 0)))  # one policy, S keys
+
+  def step(self, lr: float):
+    """(init, step) of the method-generic train step at learning rate lr (built once)."""
+    if lr not in self._steps:
+      c = self.config
+      pc = token_ppo.TokenPPOConfig(
+          epochs=c.epochs, num_minibatches=c.num_minibatches, lr=float(lr), clip_eps=c.clip_eps,
+          kl_coef=c.kl_coef, max_grad_norm=c.max_grad_norm, group_size=c.group_size)
+      init, step = stapo.make_train_step(self.cfg, self.env, self.p, self.rcfg, c.train_envs,
+                                         self.mc, pc)
+
+      # `chunk` iterations per call, vmapped over seeds; one jitted function per lr, so it is
+      # traced and compiled once and reused by every method, sweep run and budget segment
+      # (the method is data). Iteration t of a segment uses fold_in(seed key, t).
+      @jax.jit
+      def chunk(state, keys, t0):
+        def body(st, t):
+          st, m = jax.vmap(step)(st, jax.vmap(lambda k: jax.random.fold_in(k, t))(keys))
+          return st, m
+        return jax.lax.scan(body, state, t0 + jnp.arange(c.chunk))
+      self._steps[lr] = (init, chunk)
+    return self._steps[lr]
+
+
+def _train(progs, lr, method, state, seed_keys, segment, steps, timing, params=None):
+  """Trains one method at lr on every seed (vmapped) for `steps` more iterations; state None
+  starts from `params`. Segment j's rollout keys depend only on (seed key, j). Returns (state,
+  training metrics {name: [S, steps]})."""
+  init, chunk = progs.step(lr)
+  if state is None:
+    mid = jnp.full((seed_keys.shape[0],), stapo.method_id(method), jnp.int32)
+    state = jax.vmap(init, in_axes=(None, 0))(params, mid)
+  keys = jax.vmap(lambda k: jax.random.fold_in(k, segment))(seed_keys)
+  out = []
+  for t0 in range(0, steps, progs.config.chunk):
+    t1 = time.perf_counter()
+    state, m = chunk(state, keys, jnp.int32(t0))
+    out.append(jax.tree.map(np.asarray, m))
+    # the first call of a program includes its tracing and compilation
+    key = "compile_s" if not timing.get(("seen", lr)) else "run_s"
+    timing[("seen", lr)] = True
+    timing[key] = timing.get(key, 0.0) + time.perf_counter() - t1
+  print(f"stapo {method} lr={lr:g}: {steps} iterations", flush=True)
+  return state, {k: np.concatenate([x[k] for x in out]).T for k in out[0]}
+
+
+def _eval(progs, state, keys) -> dict:
+  return jax.tree.map(np.asarray, progs.evaluate(state[0].params, keys))
+
+
+def lr_sweep(progs, params, key, timing) -> tuple[dict, dict]:
+  """Per method: success of fresh rollouts after sweep_steps iterations at every lr of the grid,
+  on sweep_seeds training seeds (own training and rollout keys), and the lr chosen on them."""
+  c = progs.config
+  seed_keys = jax.random.split(key, c.sweep_seeds)
+  eval_keys = jax.random.split(jax.random.fold_in(key, 7), c.sweep_seeds)
+  scores, sels = {}, {}
+  for m in c.methods:
+    scores[m] = {}
+    for lr in c.lr_grid:
+      state, _ = _train(progs, lr, m, None, seed_keys, 0, c.sweep_steps, timing, params)
+      scores[m][f"{lr:g}"] = _eval(progs, state, eval_keys)["success"]
+      del state
+    sels[m] = selection.pick_best(
+        f"learning rate of {m}", scores[m], split="training",
+        data=f"{c.sweep_seeds} training seeds (own keys), success of {c.eval_envs} fresh "
+             f"rollouts each after {c.sweep_steps} iterations")
+  return scores, sels
+
+
+def _flat(val: dict, m: str, budgets: list, delta: float) -> flatness.Flatness:
+  return flatness.last_doubling(np.asarray(val[m]["success"]), budgets, delta)
+
+
+def train_until_flat(progs, params, lrs: dict, key, timing) -> dict:
+  """Every method at its chosen lr on the evaluation seeds, the budget doubled (first_budget,
+  2x, ... max_budget) until each of flat_methods is flat or degrading on validation rollouts;
+  then fresh evaluation rollouts. Returns {"val": {m: {metric: [K, S]}}, "ev": {m: {metric:
+  [S]}}, "curves": {m: {metric: [S, steps]}}, "budgets", "flat": {m: Flatness dict}}."""
+  from configs import stapo as stapo_config
+  c = progs.config
+  seed_keys = jax.random.split(key, c.num_seeds)
+  val_keys = jax.random.split(jax.random.fold_in(key, 98), c.num_seeds)
+  eval_keys = jax.random.split(jax.random.fold_in(key, 99), c.num_seeds)
+  states = {m: None for m in c.methods}
+  val = {m: {} for m in c.methods}
+  curves = {m: [] for m in c.methods}
+  budgets, done, seg = [], 0, 0
+  while True:
+    target = c.first_budget * 2 ** seg
+    for m in c.methods:
+      states[m], cur = _train(progs, lrs[m], m, states[m], seed_keys, seg, target - done,
+                              timing, params)
+      curves[m].append(cur)
+      for k, v in _eval(progs, states[m], val_keys).items():
+        val[m].setdefault(k, []).append(v)
+    budgets.append(target)
+    done, seg = target, seg + 1
+    flat = {m: _flat(val, m, budgets, stapo_config.SUCCESS_FLAT).to_dict()
+            for m in c.flat_methods if m in c.methods and len(budgets) > 1}
+    if target >= c.max_budget or (flat and all(f["state"] in ("flat", "degrading")
+                                               for f in flat.values())):
+      break
+  ev = {m: _eval(progs, states[m], eval_keys) for m in c.methods}
+  curves = {m: {k: np.concatenate([x[k] for x in curves[m]], axis=1) for k in curves[m][0]}
+            for m in c.methods}
+  val = {m: {k: np.stack(v) for k, v in val[m].items()} for m in c.methods}
+  start = jax.tree.map(np.asarray, progs.evaluate_fixed(params, eval_keys))
+  return {"val": val, "ev": ev, "curves": curves, "budgets": budgets, "flat": flat,
+          "start": start}
+
+
+# ---- 5. claims (judged by jaxrl_suite.repro) ---------------------------------------------------
+
+def _neglect_rate(x):
+  from configs import stapo as stapo_config
+  return np.maximum(np.asarray(x, np.float64), stapo_config.NEGLECT_FLOOR)
+
+
+def judge_claims(config, det: dict, tr: dict, sels: dict) -> list:
+  """One row per registered claim (configs/stapo.py `claims`): per-seed samples, the lr
+  selections of both methods, and the effect's own budget sweep on validation rollouts."""
+  from configs import stapo as stapo_config
+  reg = [Claim.from_dict(d) for d in stapo_config.claims(config.methods)]
+  rows = []
+  ps = det["per_seed"]
+  for cl in reg:
+    if cl.id == "stapo.detect_precision.v2":
+      x = np.array([r["precision_flag"] for r in ps], np.float64)
+      row = claim_record(cl, x, np.full(x.shape, 0.9)) if np.isfinite(x).all() else \
+          claim_record(cl, np.nan_to_num(x), np.full(x.shape, 0.9),
+                       cannot_express="a seed flagged no step, so its precision is undefined")
+      row["note"] = (f"precision {_show(det['precision_flag'], 100)}% vs raw entropy at the same "
+                     f"alpha {_show(det['precision_raw'], 100)}%; neglect base rate "
+                     f"{_show(det['base_rate'], 100)}%; steps flagged {_show(det['flagged'], 100)}%")
+    elif cl.id == "stapo.detect_auroc_vs_raw.v2":
+      row = claim_record(cl, [r["auroc_z"] for r in ps], [r["auroc_raw"] for r in ps])
+      row["note"] = (f"AUROC z {_show(det['auroc_z'])}, raw {_show(det['auroc_raw'])}; states "
+                     f"recur in their group for {_show(det['share_recurring'], 100)}% of steps")
+    else:
+      row = _training_row(cl, tr, sels)
+    rows.append(row)
+  return rows
+
+
+def _training_row(cl: Claim, tr: dict, sels: dict) -> dict:
+  """A STAPO-vs-reference row: ids stapo.<m>_vs_<ref>.<metric>.v2."""
+  m, ref = cl.id.split(".")[1].split("_vs_")
+  metric = cl.id.split(".")[2]
+  ev, val, budgets = tr["ev"], tr["val"], tr["budgets"]
+  if metric == "success":
+    a, b = ev[m]["success"], ev[ref]["success"]
+    eff = np.asarray(val[m]["success"]) - np.asarray(val[ref]["success"])       # [K, S]
+    sweep = {"scores": eff, "budgets": budgets, "scale": "difference", "better": "higher"}
+  else:
+    a, b = _neglect_rate(ev[m]["neglect_per100"]), _neglect_rate(ev[ref]["neglect_per100"])
+    ratio = _neglect_rate(val[m]["neglect_per100"]) / _neglect_rate(val[ref]["neglect_per100"])
+    # the ratio's own change at the last doubling (a difference: a ratio may reach the floor)
+    sweep = {"scores": ratio, "budgets": budgets, "scale": "difference", "better": "lower"}
+  row = claim_record(cl, a, b, selection=[sels[m], sels[ref]], sweep=sweep)
+  row["note"] = (f"{m} (lr {sels[m].choice}) {_show(_ci(a), 100 if metric == 'success' else 1)}"
+                 f" vs {ref} (lr {sels[ref].choice}) "
+                 f"{_show(_ci(b), 100 if metric == 'success' else 1)}"
+                 f"{'%' if metric == 'success' else ' events / 100 steps'}; "
+                 f"budget {budgets[-1]} iterations")
+  return row
+
+
+def _show(ci, scale: float = 1.0) -> str:
+  m, lo, hi = (scale * float(v) for v in ci)
+  return f"{m:.3g} [{lo:.3g}, {hi:.3g}]"
+
+
+# ---- report ------------------------------------------------------------------------------------
+
+def summary_table(tr: dict, methods: list) -> dict:
+  """Per method: evaluation metrics (mean, 95% CI over seeds), gain over the warm start on the
+  same evaluation keys (paired), and the validation success at each budget."""
+  out = {}
+  for m in methods:
+    ev = tr["ev"][m]
+    out[m] = {k: _ci(v) for k, v in ev.items()}
+    out[m]["gain_vs_start"] = _ci(np.asarray(ev["success"]) - np.asarray(tr["start"]["success"]))
+    out[m]["val_success_by_budget"] = np.asarray(tr["val"][m]["success"]).mean(1).tolist()
+  return out
+
+
+def _markdown(config, ws_info, det, table, tr, sels, timing) -> str:
+  start = tr["start"]
+  L = ["## Setup", "",
+       f"GoalHouse-v0 {config.env.to_dict()}, model FAMILY_V2[{config.model!r}], window W = "
+       f"{config.window} (TruncateOldest without the task: the goal scrolls out), G = "
+       f"{config.group_size}, {config.train_envs} trajectories per iteration, {config.num_seeds} "
+       f"evaluation seeds (identical rollout keys across methods). Warm start: {ws_info}. "
+       f"Warm start before RL: success {100 * np.mean(start['success']):.1f}%, neglect "
+       f"{np.mean(start['neglect_per100']):.1f} / 100 steps.", "",
+       f"## Detection before training (rule {config.outlier_rule!r}, false-flag rate "
+       f"{config.false_flag_rate})", "", "| metric | mean [95% CI] over seeds |", "|---|---|"]
+  L += [f"| {k} | {_show(det[k])} |" for k in det if k not in ("per_seed", "label_rates")]
+  L += ["", f"Label rates per step (N1..N4): {np.round(det['label_rates'], 3).tolist()}", "",
+        "## Learning rate per method (training seeds, repro.selection)", "",
+        "| method | " + " | ".join(f"lr {x:g}" for x in config.lr_grid) + " | chosen |",
+        "|---|" + "---|" * (len(config.lr_grid) + 1)]
+  for m, s in sels.items():
+    L.append(f"| {m} | " + " | ".join(f"{100 * v:.1f}%" for v in s.scores) + f" | {s.choice} |")
+  L += ["", f"## Budget (doubled until {', '.join(tr['flat'])} flat on validation rollouts)", "",
+        f"Budgets {tr['budgets']} iterations; " + "; ".join(
+            f"{m}: {f['reason']}" for m, f in tr["flat"].items()), "",
+        "## Evaluation (fresh rollouts after training)", "",
+        "| method | success | neglect / 100 steps | episodes with neglect | gain vs warm start "
+        "| validation success by budget |", "|---|---|---|---|---|---|"]
+  for m in config.methods:
+    t = table[m]
+    L.append(f"| {m} | {_show(t['success'], 100)}% | {_show(t['neglect_per100'])} | "
+             f"{_show(t['neglect_episodes'], 100)}% | {_show(t['gain_vs_start'], 100)} pts | "
+             + ", ".join(f"{100 * v:.1f}%" for v in t["val_success_by_budget"]) + " |")
+  L += ["", f"Training time: compile {timing.get('compile_s', 0):.0f} s, run "
+        f"{timing.get('run_s', 0):.0f} s (lr sweep and main runs)."]
+  return "\n".join(L)
+
+
+def _plot(tr, det, methods, path, smooth: int = 5):
   plt = plotting.pyplot()
   fig, ax = plt.subplots(1, 3, figsize=(15, 4))
-  for j, m in enumerate(methods):
+  for m in methods:
     for a, k in ((ax[0], "success"), (ax[1], "neglect_per100")):
-      c = _smooth(curves[k][j], smooth)
+      c = _smooth(tr["curves"][m][k], smooth)
       mu = c.mean(0)
       half = 1.96 * c.std(0, ddof=1) / np.sqrt(c.shape[0]) if c.shape[0] > 1 else 0 * mu
       x = np.arange(len(mu))
       a.plot(x, mu, label=m)
       a.fill_between(x, mu - half, mu + half, alpha=0.15)
-  ax[0].set(title=f"success (training rollouts, {smooth}-iteration mean, 95% CI over seeds)",
-            xlabel="iteration")
+  ax[0].set(title=f"success (training rollouts, {smooth}-iteration mean)", xlabel="iteration")
   ax[1].set(title=f"neglect events / 100 steps ({smooth}-iteration mean)", xlabel="iteration")
   ax[0].legend(fontsize=7)
-  names = ["auroc_z", "auroc_ratio", "auroc_raw", "precision_z", "precision_raw"]
+  names = ["auroc_z", "auroc_ratio", "auroc_raw", "precision_flag", "precision_raw"]
   mu = [det[k][0] for k in names]
   err = [[det[k][0] - det[k][1] for k in names], [det[k][2] - det[k][0] for k in names]]
-  ax[2].bar(names, mu, yerr=err, color=["C0", "C0", "C1", "C2", "C3"])
+  ax[2].bar(names, mu, yerr=np.nan_to_num(err), color=["C0", "C0", "C1", "C2", "C3"])
   ax[2].axhline(det["base_rate"][0], ls="--", c="k", lw=0.8, label="neglect base rate")
   ax[2].set(title="detection before training (95% CI)")
   ax[2].tick_params(axis="x", rotation=30)
@@ -395,18 +465,22 @@ def run(config, quick: bool, workdir: str, results_dir=None) -> dict:
   t0 = time.time()
   os.makedirs(workdir, exist_ok=True)
   env, p, cfg, rcfg = setup(config)
-  key = jax.random.PRNGKey(config.seed)
-  k_ws, k_det, k_tr = jax.random.split(key, 3)
+  k_ws, k_det, k_sw, k_tr = jax.random.split(jax.random.PRNGKey(config.seed), 4)
   params, ws_info = warm_start(config, env, p, cfg, workdir, k_ws)
   det = detection(config, env, p, cfg, rcfg, params, k_det)
-  ev, curves, start, timing = train_all(config, env, p, cfg, rcfg, params, k_tr)
-  measured = dict(ws_info=ws_info, det=det, ev=ev, curves=curves, start=start, timing=timing,
+  progs, clock = Programs(config, env, p, cfg, rcfg), {}
+  lr_scores, sels = lr_sweep(progs, params, k_sw, clock)
+  tr = train_until_flat(progs, params, {m: float(s.choice) for m, s in sels.items()}, k_tr,
+                        clock)
+  timing = {k: v for k, v in clock.items() if isinstance(k, str)}
+  measured = dict(ws_info=ws_info, det=det, tr=tr, lr_scores=lr_scores,
+                  sels={m: s.to_dict() for m, s in sels.items()}, timing=timing,
                   compute_s=time.time() - t0)
-  # the measurements before any reporting: `report` can be rerun on them without retraining
-  # (an .npz of arrays + JSON, core.tree_io: no pickle, so a workdir from elsewhere is safe to read)
+  # the measurements before any reporting (npz + JSON, core.tree_io: no pickle): `report`
+  # can be rerun on them without retraining
   try:
     tree_io.save_tree(os.path.join(workdir, "measured.npz"), jax.device_get(measured))
-  except TypeError as e:   # a convenience copy: never lose a finished run over it
+  except (TypeError, ValueError) as e:   # a convenience copy: never lose a finished run over it
     print(f"warning: measurements not saved ({e})", flush=True)
   return report(config, quick, measured, results_dir)
 
@@ -414,34 +488,38 @@ def run(config, quick: bool, workdir: str, results_dir=None) -> dict:
 def report(config, quick: bool, measured: dict, results_dir=None) -> dict:
   """Claims, tables, plot and the results record from `run`'s measurements."""
   t0 = time.time()
-  ws_info, det, ev, curves, start, timing = (measured[k] for k in (
-      "ws_info", "det", "ev", "curves", "start", "timing"))
-  methods = list(config.methods)
-  claims, table = make_claims(det, ev, curves, methods)
-  fair = fair_chance(ev, start, curves, methods)
+  det, tr, timing = measured["det"], measured["tr"], measured["timing"]
+  sels = {m: selection.Selection.from_dict(d) for m, d in measured["sels"].items()}
+  claims = judge_claims(config, det, tr, sels)
+  table = summary_table(tr, list(config.methods))
   results_dir = results_dir or results_lib.output_dir("quick" if quick else "full")
   os.makedirs(results_dir, exist_ok=True)
-  _plot(curves, det, methods, os.path.join(results_dir, f"{NAME}.png"))
-  payload = {"warm_start": ws_info, "detection": det, "final": table,
-             "start": {k: float(np.mean(v)) for k, v in start.items()},
-             "curves": {k: {m: curves[k][j].mean(0) for j, m in enumerate(methods)}
+  _plot(tr, det, list(config.methods), os.path.join(results_dir, f"{NAME}.png"))
+  payload = {"warm_start": measured["ws_info"], "detection": det, "final": table,
+             "lr_sweep": {"scores": measured["lr_scores"], "selections": measured["sels"]},
+             "budgets": tr["budgets"], "flatness": tr["flat"],
+             "start": {k: float(np.mean(v)) for k, v in tr["start"].items()},
+             "curves": {k: {m: tr["curves"][m][k].mean(0) for m in config.methods}
                         for k in ("success", "neglect_per100", "outlier_share",
-                                  "outlier_precision", "share_recurring", "note_rate")},
-             "fair_chance": fair, "timing": timing}
+                                  "outlier_precision", "share_recurring", "epo_coef")},
+             "timing": timing}
   results_lib.write_results(NAME, mode="quick" if quick else "full", config=config,
                             seeds=list(range(config.num_seeds)), claims=claims,
                             wall_time_s=measured["compute_s"] + time.time() - t0,
                             payload=payload,
-                            markdown=_markdown(config, ws_info, det, table, methods, start,
-                                               timing, fair), results_dir=results_dir)
-  return {"claims": claims, "detection": det, "final": table, "warm_start": ws_info,
-          "fair_chance": fair}
+                            markdown=_markdown(config, measured["ws_info"], det, table, tr,
+                                               sels, timing), results_dir=results_dir)
+  return {"claims": claims, "detection": det, "final": table, "warm_start": measured["ws_info"],
+          "budgets": tr["budgets"], "flatness": tr["flat"], "selections": sels}
 
 
 def main(argv):
   del argv
   from configs import stapo as stapo_config
   quick = _FLAGS.quick.value
+  # the same program shapes recur (one per lr, budget segment and method): reuse compilations
+  jax.config.update("jax_compilation_cache_dir", os.environ.get(
+      "JAX_COMPILATION_CACHE_DIR", os.path.join(results_lib.REPO_ROOT, ".jax_cache")))
   config = cli.config_for(stapo_config, _FLAGS.config.value, quick)
   cli.run_and_report(run, config, quick, _FLAGS.workdir.value, _FLAGS.results_dir.value)
 

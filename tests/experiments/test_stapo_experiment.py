@@ -15,9 +15,11 @@ def test_config_validation_names_the_field():
   c = stapo_config.get_config()
   stapo_config.validate(c)
   for field, bad in (("train_envs", 12), ("methods", ["grpo", "ppo"]), ("group_size", 1),
-                     ("keep_frac", 0.0), ("lr", 0.0), ("methods", ["grpo", "grpo"]),
-                     ("ema_decay", 1.5), ("outlier_rule", "max"), ("train_steps", 0),
-                     ("kl_coef", -0.1), ("methods_per_program", -1)):
+                     ("keep_frac", 0.0), ("ws_lr", 0.0), ("methods", ["grpo", "grpo"]),
+                     ("ema_decay", 1.5), ("outlier_rule", "max"), ("sweep_steps", 0),
+                     ("kl_coef", -0.1), ("lr_grid", [3e-4, 0.0]),
+                     ("max_budget", 90), ("false_flag_rate", 0.5), ("epo_lower", 1.2),
+                     ("flat_methods", ["grpo", "ppo"]), ("val_envs", 12)):
     c = stapo_config.get_config()
     c[field] = bad
     with pytest.raises(ValueError, match=field):
@@ -43,9 +45,35 @@ def test_truncate_oldest_segments_on_a_hand_made_episode():
   np.testing.assert_array_equal(mask[1][:10], [0, 0, 0, 0, 0, 0, 0, 0, 1, 1])
 
 
+def test_registered_claims_cover_every_pair_and_are_valid():
+  from jaxrl_suite.repro import Claim
+  c = stapo_config.get_config()
+  ids = [Claim.from_dict(d).id for d in stapo_config.claims(c.methods)]
+  assert len(ids) == len(set(ids)) == 2 + 2 * 2 * len(stapo_config.REFERENCES)
+  quick = [Claim.from_dict(d) for d in stapo_config.claims(["grpo", "stapo"])]
+  assert {q.id for q in quick} == {"stapo.detect_precision.v2", "stapo.detect_auroc_vs_raw.v2",
+                                   "stapo.stapo_vs_grpo.success.v2",
+                                   "stapo.stapo_vs_grpo.neglect.v2"}
+  for q in quick:
+    assert q.why and q.selection and q.unit == "seed"
+
+
+def test_no_verdict_string_literal_in_the_script():
+  import ast
+  from jaxrl_suite.repro import verdicts
+  words = frozenset(verdicts.WORDS) | {verdicts.EXCEEDS}
+  path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+      __file__)))), "experiments", "stapo.py")
+  tree = ast.parse(open(path).read())
+  typed = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Constant)
+           and isinstance(n.value, str) and n.value.strip() in words]
+  assert not typed, f"experiments/stapo.py lines {typed} type a verdict"
+
+
 @pytest.mark.slow
 def test_quick_run_writes_a_valid_record(tmp_path):
   from experiments import stapo as exp
+  from jaxrl_suite.repro import records
   c = stapo_config.get_config("quick")
   out = exp.run(c, True, str(tmp_path / "wd"), str(tmp_path / "res"))
   rec = json.load(open(tmp_path / "res" / "stapo.json"))
@@ -54,7 +82,19 @@ def test_quick_run_writes_a_valid_record(tmp_path):
   det = out["detection"]
   assert 0.0 <= det["auroc_z"][0] <= 1.0 and 0.0 <= det["share_recurring"][0] <= 1.0
   assert set(out["final"]) >= set(c.methods)
-  assert len(rec["claims"]) >= 4
+  # every registered claim is on the layer and re-judges to the stored verdict
+  want = {d["id"] for d in stapo_config.claims(c.methods)}
+  assert {r["repro"]["rule"]["id"] for r in rec["claims"]} == want
+  for row in rec["claims"]:
+    assert records.rejudge(row).word == row["verdict"]
+  train_rows = [r for r in rec["claims"] if r["repro"]["fair_chance"] is not None]
+  assert train_rows and all(len(r["repro"]["selection"]) == 2 for r in train_rows)
+  assert all(np.asarray(r["repro"]["samples"]["a"]).shape == (c.num_seeds,) for r in train_rows)
+  # one lr chosen per method on the sweep's training seeds, from the grid
+  sels = out["selections"]
+  assert set(sels) == set(c.methods)
+  assert all(s.split == "training" and float(s.choice) in c.lr_grid for s in sels.values())
+  assert out["budgets"] == [c.first_budget, 2 * c.first_budget]
   # the warm start is cached: a second run reuses it
   out2 = exp.run(c, True, str(tmp_path / "wd"), str(tmp_path / "res2"))
   assert out2["warm_start"]["cached"] and not out["warm_start"]["cached"]
