@@ -1,13 +1,22 @@
-r"""Benchmark: FORE closed-form solve vs iterative FQE to the same tolerance (float32, jitted).
+r"""Benchmark: FORE's closed form against a floor for the same work, iterative FQE, and the three
+ways to evaluate many datasets (float32, jitted).
 
-  1. one dataset, n = 1e6 transitions, d = 64: closed form (A, b, LU solve) and the full estimator
-     (SE, SVD diagnostics), vs iterative linear FQE (one O(n d) regression per iteration) run until
-     its value is within `--rtol` of the closed form;
-  2. 256 datasets (n = 4096 each, d = 64): both paths of `fore.fore_value_many` -- one vmapped
-     program vs a Python loop of single-dataset jitted calls -- the vmapped full estimator, and
-     vmapped iterative FQE; prints which path the library picks by default (CPU: the loop) and
-     whether it was the faster one in this run.
-Prints wall-clock medians and the ratios. Run: python -m experiments.bench_fore [--n 1000000]
+  1. one dataset, n = 1e6 transitions, d = 64:
+     * floor: one pass building the moment matrices M = zᵀ[x − γx', r] (one (n, d) x (n, d+1)
+       matmul, the fused difference included) plus one d x d solve -- the least work any closed
+       form of A θ = b must do;
+     * the closed form `fore.fore_value` (A, b, LU solve) and the full estimator `fore_core`
+       (+ sandwich SE, SVD diagnostics), with their ratios to the floor (bar: closed form <= 5x);
+     * iterative linear FQE (two O(n d) products per iteration) run until within `--rtol` of the
+       closed form.
+     The floor and the closed form are timed interleaved (floor, closed, floor, closed, ...) so a
+     load change on a shared machine hits both; the medians' ratio is reported.
+  2. 256 datasets (n = 4096 each, d = 64): `fore.fore_value_many` by its three paths -- "vmap"
+     (one program, batched matmuls), "map" (one program, lax.map: datasets in sequence) and
+     "loop" (a Python loop of one jitted call) -- interleaved in the same way; the library's
+     default path and whether it was the fastest; vmapped full FORE and vmapped FQE for scale.
+Prints wall-clock medians and the ratios; at the default sizes (and --docs) writes the figures
+between the `fore:bench` markers of docs/fore.md. Run: python -m experiments.bench_fore
 Not timed in tests (timings on a shared CPU are noisy).
 """
 
@@ -26,13 +35,16 @@ import numpy as np  # noqa: E402
 
 _N = flags.DEFINE_integer("n", 1_000_000, "Transitions in the single-dataset benchmark.")
 _D = flags.DEFINE_integer("d", 64, "Feature dimension.")
-_B = flags.DEFINE_integer("batch", 256, "Datasets in the vmapped benchmark.")
-_NB = flags.DEFINE_integer("n_batch", 4096, "Transitions per dataset in the vmapped benchmark.")
+_B = flags.DEFINE_integer("batch", 256, "Datasets in the many-dataset benchmark.")
+_NB = flags.DEFINE_integer("n_batch", 4096, "Transitions per dataset in the many-dataset benchmark.")
 _RTOL = flags.DEFINE_float("rtol", 1e-4, "FQE stops when |J_k - J_closed| <= rtol |J_closed|.")
-_REPS = flags.DEFINE_integer("reps", 2, "Timed repetitions (median).")
+_REPS = flags.DEFINE_integer("reps", 5, "Timed repetitions of each contender (median).")
+_DOCS = flags.DEFINE_bool("docs", True, "At the default sizes, write the figures into docs/fore.md.")
+_GAMMA = 0.9
+_DEFAULTS = dict(n=1_000_000, d=64, batch=256, n_batch=4096)
 
 
-def make_data(key, n, d, gamma=0.9):
+def make_data(key, n, d, gamma=_GAMMA):
   """Random features; next features are those of another random sample (FQE contracts: rho<1)."""
   import jax
   import jax.numpy as jnp
@@ -44,94 +56,139 @@ def make_data(key, n, d, gamma=0.9):
 
 
 def timeit(f, *args, reps=3):
+  """Median wall time of `reps` calls after one compile-and-warm call."""
+  return interleaved({"f": f}, args, reps)["f"]
+
+
+def interleaved(fns: dict, args, reps: int) -> dict:
+  """Median wall time of each function in `fns` on `args`, the calls interleaved round-robin
+  (each compiled and warmed first), so that load drift on a shared machine hits all alike."""
   import jax
-  jax.block_until_ready(f(*args))          # compile + warm
-  ts = []
-  for _ in range(reps):
-    t = time.perf_counter()
+  for f in fns.values():
     jax.block_until_ready(f(*args))
-    ts.append(time.perf_counter() - t)
-  return float(np.median(ts))
+  ts = {k: [] for k in fns}
+  for _ in range(reps):
+    for k, f in fns.items():
+      t = time.perf_counter()
+      jax.block_until_ready(f(*args))
+      ts[k].append(time.perf_counter() - t)
+  return {k: float(np.median(v)) for k, v in ts.items()}
+
+
+def floor_value(phi, phi_next, rewards, weights, nu0, gamma):
+  """The floor: M = phiᵀ[phi − γ phi', r] in one matmul, then one d x d solve (unit weights:
+  the benchmark's data have them, so the weighting pass is not part of the least work)."""
+  import jax.numpy as jnp
+  del weights
+  n, d = phi.shape
+  m = phi.T @ jnp.concatenate([phi - gamma * phi_next, rewards[:, None]], axis=1) / n
+  return nu0 @ jnp.linalg.solve(m[:, :d], m[:, d])
+
+
+def fqe_to_tol(phi, phn, r, w, nu0, target, gamma=_GAMMA, rtol=1e-4):
+  """Linear FQE iterated until its value is within rtol of `target` (the closed form), or until
+  float32 round-off stalls it at its own fixed point. Fair: Sigma's Cholesky factor and the
+  weighted design are hoisted out of the loop, so one iteration is two O(n d) matrix-vector
+  products and one O(d^2) back-substitution. Returns (iterations, value)."""
+  import jax
+  import jax.numpy as jnp
+  pw = phi * (w / w.sum())[:, None]
+  chol = jax.scipy.linalg.cho_factor(pw.T @ phi)
+
+  def body(c):
+    k, th, _, jprev = c
+    new = jax.scipy.linalg.cho_solve(chol, (r + gamma * (phn @ th)) @ pw)
+    j = nu0 @ new
+    stalled = jnp.abs(j - jprev) <= 1e-7 * jnp.abs(j)
+    return k + 1, new, jnp.where(stalled, 0.0, jnp.abs(j - target)), j
+
+  inf = jnp.array(jnp.inf, phi.dtype)
+  k, th, _, _ = jax.lax.while_loop(
+      lambda c: (c[2] > rtol * jnp.abs(target)) & (c[0] < 2_000), body,
+      (0, jnp.zeros(phi.shape[1], phi.dtype), inf, inf))
+  return k, nu0 @ th
+
+
+def bench_single(n, d, reps, rtol):
+  """Section 1: floor vs closed form vs full FORE (interleaved), then FQE to tolerance."""
+  import jax
+  from jaxrl_suite.ope import fore as F
+  data = make_data(jax.random.PRNGKey(0), n, d)
+  fns = {"floor": jax.jit(lambda *a: floor_value(*a, _GAMMA)),
+         "closed": jax.jit(lambda *a: F.fore_value(*a, _GAMMA)),
+         "full": jax.jit(lambda *a: F.fore_core(*a, _GAMMA).value)}
+  vals = {k: float(f(*data)) for k, f in fns.items()}
+  t = interleaved(fns, data, reps)
+  fqe = jax.jit(lambda *a: fqe_to_tol(*a, rtol=rtol))
+  iters, j_fqe = fqe(*data, vals["closed"])
+  t["fqe"] = timeit(fqe, *data, vals["closed"], reps=max(1, reps // 2))
+  return dict(t=t, vals=vals, fqe_iters=int(iters), fqe_value=float(j_fqe))
+
+
+def bench_many(b, n, d, reps, rtol):
+  """Section 2: fore_value_many's three paths (interleaved), vmapped full FORE and FQE."""
+  import jax
+  from jaxrl_suite.ope import fore as F
+  batch = jax.vmap(lambda k: make_data(k, n, d))(jax.random.split(jax.random.PRNGKey(1), b))
+  paths = {p: (lambda *a, p=p: F.fore_value_many(*a, _GAMMA, path=p)) for p in F.MANY_PATHS}
+  ref = np.asarray(paths["loop"](*batch))
+  agree = max(float(np.max(np.abs(np.asarray(f(*batch)) - ref) / np.abs(ref))) for f in paths.values())
+  t = interleaved(paths, batch, reps)
+  vfull = jax.jit(jax.vmap(lambda *a: F.fore_core(*a, _GAMMA).value))
+  t["vmap_full"] = timeit(vfull, *batch, reps=max(1, reps // 2))
+  vfqe = jax.jit(jax.vmap(lambda *a: fqe_to_tol(*a, rtol=rtol)))
+  its, _ = vfqe(*batch, ref)
+  t["vmap_fqe"] = timeit(vfqe, *batch, ref, reps=max(1, reps // 2))
+  return dict(t=t, agree=agree, fqe_iters=np.asarray(its), default=F.default_many_path())
+
+
+def report(s, m, n, d, b, nb, backend, rtol) -> list[str]:
+  """The benchmark's figures as markdown lines (printed, and written into docs/fore.md)."""
+  t, v = s["t"], s["vals"]
+  tm = m["t"]
+  fastest = min(("vmap", "map", "loop"), key=tm.get)
+  ms = lambda x: f"{x * 1e3:.1f} ms"
+  return [
+      f"Single dataset, n = {n:.0e}, d = {d}, float32, backend {backend}:", "",
+      "| what | median wall | / floor |", "|---|---|---|",
+      f"| floor: M = zᵀ[x − γx', r] (one matmul) + one d x d solve | {ms(t['floor'])} | 1.00 |",
+      f"| closed form `fore_value` (A, b, LU solve) | {ms(t['closed'])} | "
+      f"{t['closed'] / t['floor']:.2f} |",
+      f"| full `fore_core` (+ sandwich SE, SVD diagnostics) | {ms(t['full'])} | "
+      f"{t['full'] / t['floor']:.2f} |",
+      f"| iterative FQE to rtol {rtol:g} ({s['fqe_iters']} iterations) | {ms(t['fqe'])} | "
+      f"{t['fqe'] / t['floor']:.2f} |", "",
+      f"Values: floor {v['floor']:.5f}, closed form {v['closed']:.5f}, FQE {s['fqe_value']:.5f}.",
+      "",
+      f"{b} datasets x n = {nb}, d = {d} (`fore_value_many`; the three paths agree to "
+      f"{m['agree']:.1e} relative):", "",
+      "| path | median wall | / loop |", "|---|---|---|",
+      *[f"| {p} | {ms(tm[p])} | {tm[p] / tm['loop']:.2f} |" for p in ("vmap", "map", "loop")],
+      f"| vmapped full `fore_core` | {ms(tm['vmap_full'])} | {tm['vmap_full'] / tm['loop']:.2f} |",
+      f"| vmapped FQE to tolerance (iterations median {int(np.median(m['fqe_iters']))}) | "
+      f"{ms(tm['vmap_fqe'])} | {tm['vmap_fqe'] / tm['loop']:.2f} |", "",
+      f"Default path on {backend}: '{m['default']}' ("
+      + ("the fastest in this run" if m["default"] == fastest else f"SLOWER than '{fastest}' in this run")
+      + ")."]
 
 
 def main(argv):
   del argv
   import jax
-  import jax.numpy as jnp
-  from jaxrl_suite.ope import fore as F
-  gamma = 0.9
-  print(f"backend {jax.default_backend()}, devices {jax.devices()}")
-  # ---------------------------------------------------------------- single large dataset
-  data = make_data(jax.random.PRNGKey(0), _N.value, _D.value, gamma)
-  closed = jax.jit(lambda *a: F.fore_value(*a, gamma))
-  full = jax.jit(lambda *a: F.fore_core(*a, gamma).value)
-  j_closed = float(closed(*data))
-  t_closed = timeit(closed, *data, reps=_REPS.value)
-  t_full = timeit(full, *data, reps=_REPS.value)
-
-  def fqe_to_tol(phi, phn, r, w, nu0, target):
-    # iterate until the value is within rtol of the closed form (same tolerance, same data)
-    # fair FQE: Sigma's Cholesky factor and the weighted design are hoisted out of the loop, so an
-    # iteration costs two O(n d) matrix-vector products and one O(d^2) back-substitution
-    pw = phi * (w / w.sum())[:, None]
-    sigma = pw.T @ phi
-    chol = jax.scipy.linalg.cho_factor(sigma)
-
-    def body(c):
-      k, th, _, jprev = c
-      y = r + gamma * (phn @ th)
-      new = jax.scipy.linalg.cho_solve(chol, y @ pw)
-      j = nu0 @ new
-      # stop within rtol of the closed form, or when float32 round-off stalls the iterates at
-      # FQE's own fixed point (|J_k - J_{k-1}| tiny); the achieved error is printed
-      stalled = jnp.abs(j - jprev) <= 1e-7 * jnp.abs(j)
-      return k + 1, new, jnp.where(stalled, 0.0, jnp.abs(j - target)), j
-
-    d = phi.shape[1]
-    k, th, err, _ = jax.lax.while_loop(
-        lambda c: (c[2] > _RTOL.value * jnp.abs(target)) & (c[0] < 2_000), body,
-        (0, jnp.zeros(d, phi.dtype), jnp.array(jnp.inf, phi.dtype), jnp.array(jnp.inf, phi.dtype)))
-    return k, nu0 @ th
-
-  fqe = jax.jit(fqe_to_tol)
-  iters, j_fqe = fqe(*data, j_closed)
-  t_fqe = timeit(fqe, *data, j_closed, reps=_REPS.value)
-  rho = float(jax.jit(lambda p, q, w: F.fitted_q_iteration(p, q, jnp.zeros(p.shape[0]), w, data[4], gamma,
-                                                           max_iters=1).spectral_radius)(data[0], data[1], data[3]))
-  print(f"\n[1] n={_N.value:.0e}, d={_D.value}, float32, FQE spectral radius {rho:.3f}")
-  print(f"  closed form (A, b, solve)        {t_closed * 1e3:9.1f} ms   J = {j_closed:.5f}")
-  print(f"  full FORE (+SE, SVD diagnostics) {t_full * 1e3:9.1f} ms")
-  print(f"  iterative FQE to rtol {_RTOL.value:g}      {t_fqe * 1e3:9.1f} ms   ({int(iters)} iterations, J = {float(j_fqe):.5f}, "
-        f"rel. diff {abs(float(j_fqe) - j_closed) / abs(j_closed):.1e})")
-  print(f"  RATIO FQE / closed form = {t_fqe / t_closed:.1f}x ; FQE / full FORE = {t_fqe / t_full:.1f}x")
-  del data
-  # ---------------------------------------------------------------- many datasets, vmapped
-  keys = jax.random.split(jax.random.PRNGKey(1), _B.value)
-  batch = jax.vmap(lambda k: make_data(k, _NB.value, _D.value, gamma))(keys)
-  # the two ways `F.fore_value_many` evaluates many datasets: one vmapped program, or a Python
-  # loop of one jitted single-dataset call; the library default is the one measured faster here
-  many = {path: (lambda *a, path=path: F.fore_value_many(*a, gamma, path=path))
-          for path in ("vmap", "loop")}
-  vclosed = jax.jit(jax.vmap(lambda *a: F.fore_value(*a, gamma)))
-  vfull = jax.jit(jax.vmap(lambda *a: F.fore_core(*a, gamma).value))
-  targets = vclosed(*batch)
-  t_path = {path: timeit(f, *batch, reps=_REPS.value) for path, f in many.items()}
-  t_v = t_path["vmap"]
-  t_vfull = timeit(vfull, *batch, reps=_REPS.value)
-  t_loop = t_path["loop"]
-  vfqe = jax.jit(jax.vmap(fqe_to_tol))
-  its, _ = vfqe(*batch, targets)
-  t_vfqe = timeit(vfqe, *batch, targets, reps=_REPS.value)
-  print(f"\n[2] {_B.value} datasets x n={_NB.value}, d={_D.value}, vmapped")
-  print(f"  vmapped closed form   {t_v * 1e3:9.1f} ms")
-  print(f"  vmapped full FORE     {t_vfull * 1e3:9.1f} ms")
-  print(f"  python loop of single {t_loop * 1e3:9.1f} ms")
-  print(f"  vmapped FQE to tol    {t_vfqe * 1e3:9.1f} ms  (iterations: median {int(np.median(its))}, max {int(np.max(its))})")
-  print(f"  RATIO loop / vmapped = {t_loop / t_v:.2f}x ; FQE / closed form = {t_vfqe / t_v:.1f}x")
-  fastest = min(t_path, key=t_path.get)
-  default = F.default_many_path()
-  print(f"  fore_value_many default on {jax.default_backend()}: '{default}' "
-        f"({'the faster path in this run' if default == fastest else f'SLOWER than {fastest} in this run'})")
+  backend = jax.default_backend()
+  print(f"backend {backend}, devices {jax.devices()}")
+  s = bench_single(_N.value, _D.value, _REPS.value, _RTOL.value)
+  m = bench_many(_B.value, _NB.value, _D.value, _REPS.value, _RTOL.value)
+  lines = report(s, m, _N.value, _D.value, _B.value, _NB.value, backend, _RTOL.value)
+  print("\n".join(lines))
+  sizes = dict(n=_N.value, d=_D.value, batch=_B.value, n_batch=_NB.value)
+  if _DOCS.value and sizes == _DEFAULTS:
+    from experiments.fore import write_docs_block
+    write_docs_block("fore:bench", [
+        f"Written by `python -m experiments.bench_fore` ({_REPS.value} interleaved repetitions, "
+        f"medians) on {time.strftime('%Y-%m-%d', time.gmtime())}; a shared 2-core CPU box, so "
+        "absolute times vary run to run, the ratios less.", ""] + lines)
+    print("wrote the figures into docs/fore.md (fore:bench)")
 
 
 if __name__ == "__main__":

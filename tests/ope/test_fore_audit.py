@@ -99,9 +99,14 @@ def test_many_datasets_paths_agree_and_default_is_named():
   phi = rng.normal(size=(b, n, d))
   phn = 0.5 * rng.normal(size=(b, n, d))
   r, w, nu0 = rng.normal(size=(b, n)), np.ones((b, n)), rng.normal(size=(b, d))
-  v1 = F.fore_value_many(phi, phn, r, w, nu0, 0.9, path="vmap")
-  v2 = F.fore_value_many(phi, phn, r, w, nu0, 0.9, path="loop")
-  np.testing.assert_allclose(v1, v2, rtol=1e-10)
-  assert F.default_many_path() == ("loop" if jax.default_backend() == "cpu" else "vmap")
+  v = {p: np.asarray(F.fore_value_many(phi, phn, r, w, nu0, 0.9, path=p)) for p in F.MANY_PATHS}
+  # float64 reference: each dataset's normal equations solved by numpy
+  ref = [nu0[i] @ np.linalg.solve(phi[i].T @ (phi[i] - 0.9 * phn[i]), phi[i].T @ r[i])
+         for i in range(b)]
+  for p in F.MANY_PATHS:
+    np.testing.assert_allclose(v[p], ref, rtol=1e-10, err_msg=p)   # float64 (x64 fixture)
+    np.testing.assert_allclose(v[p], v["loop"], rtol=1e-12, err_msg=p)
+  assert F.default_many_path() == ("map" if jax.default_backend() == "cpu" else "vmap")
+  assert F.fore_value_many(phi, phn, r, w, nu0, 0.9).shape == (b,)
   with pytest.raises(ValueError, match="path"):
     F.fore_value_many(phi, phn, r, w, nu0, 0.9, path="threads")
