@@ -5,6 +5,7 @@
 `fore`       closed-form FORE = linear MWL / IV-LSTDQ estimator, sandwich/bootstrap CIs,
              diagnostics, vmapped and chunked forms, (ratio-weighted) fitted Q iteration.
 `baselines`  FQE, LSTDQ, BRM, MWL, DualDICE, GradientDICE, IS, WIS, PDIS, WPDIS, DR.
+`metrics`    DOPE-style per-seed metrics: normalised error, Spearman, regret@k.
 `mdps`       hub-and-spoke counterexample, random MDP families, exact values, samplers.
 `datasets`   RLDS episodes through tensorflow-datasets (array_record, no TensorFlow).
 
