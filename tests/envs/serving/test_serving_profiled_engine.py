@@ -100,3 +100,41 @@ def test_profiled_refuses_gpus_without_profiles():
   assert hw.prof is not None and hw.prof.dec_ms.shape == profiled_cost.DECODE_NODES[0].shape + (
       profiled_cost.DECODE_NODES[1].shape[0],)
   assert engine.make_hardware([cost_model.A100_7B]).prof is None
+
+
+def _obs_trace(env, p, policy, n_steps):
+  """Observations and rewards of `n_steps` decisions through `step_env` (no auto-reset)."""
+  def step(c, key):
+    obs, state = c
+    obs, state, r, _, _ = env.step_env(key, state, policy(obs), p)
+    return (obs, state), (obs, r)
+
+  obs, state = env.reset_env(jax.random.PRNGKey(1), p)
+  (_, state), (obs_seq, rew) = jax.lax.scan(step, (obs, state),
+                                            jax.random.split(jax.random.PRNGKey(2), n_steps))
+  return state, obs_seq, rew
+
+
+@pytest.mark.slow
+def test_profiled_decode_spans_are_invisible():
+  """Continuous batching on one A100 with the profiled cost: every observation (read inside
+  spans through engine.at_time, whose c0/beta come from the same context segment), reward and
+  per-request time equals one-event-per-iteration simulation, with fewer events."""
+  out = {}
+  with jax.enable_x64(True):
+    for ff in (False, True):
+      env, p = batching.make_batching("continuous", table_size=48, trace=CONV, train_frac=None,
+                                      max_events=100_000, fast_forward=ff,
+                                      iteration_cost="profiled")
+      p = p.replace(window_start=300, rate_scale=2.0, pred_acc=1.0)
+      pol = lambda obs: jax.numpy.int32(obs[4] * 7 + obs[0] * 3) % env.num_actions
+      state, obs, rew = jax.jit(lambda: _obs_trace(env, p, pol, 120))()
+      out[ff] = (state.replace(eng=engine.at_time(state.eng, p.hw, state.t)), obs, rew)
+  (s0, o0, r0), (s1, o1, r1) = out[False], out[True]
+  assert int(s1.eng.n_events) * 2 < int(s0.eng.n_events)
+  np.testing.assert_allclose(np.asarray(o1), np.asarray(o0), rtol=1e-9, atol=1e-9)
+  np.testing.assert_array_equal(np.asarray(r1), np.asarray(r0))
+  np.testing.assert_allclose(np.asarray(s1.eng.finish), np.asarray(s0.eng.finish), rtol=1e-9,
+                             atol=1e-9)
+  np.testing.assert_array_equal(np.asarray(s1.eng.n_iter), np.asarray(s0.eng.n_iter))
+  np.testing.assert_array_equal(np.asarray(s1.eng.gen), np.asarray(s0.eng.gen))
