@@ -85,6 +85,7 @@ from __future__ import annotations
 import flax.struct as struct
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxrl_suite.envs.serving import cost_model
 from jaxrl_suite.envs.serving import profiled_cost
@@ -134,7 +135,14 @@ def make_hardware(specs, max_batched_tokens=2048, watermark_frac: float = 0.01,
     if bad:
       raise ValueError(f"iteration_cost='profiled' has Vidur profiles only for {PROFILED_SPECS}; "
                        f"got {bad}: use iteration_cost='analytic' for these GPU specs")
-    prof = profiled_cost.as_jax(profiled_cost.a100_llama2_7b(), jnp.result_type(dtype))
+    tab_np = profiled_cost.a100_llama2_7b()
+    # the tables are constant beyond their last node: a larger token budget would be underpriced
+    top = int(min(tab_np.gemm_n[-1], tab_np.pf_c[-1]))
+    if int(np.max(max_batched_tokens)) > top:
+      raise ValueError(f"iteration_cost='profiled': max_batched_tokens "
+                       f"{int(np.max(max_batched_tokens))} exceeds the profiled range ({top} "
+                       "tokens per iteration); lower it or use iteration_cost='analytic'")
+    prof = profiled_cost.as_jax(tab_np, jnp.result_type(dtype))
   return Hardware(prof=prof, t_ovh=f(tab["t_ovh"]), t_w=f(tab["t_w"]), alpha=f(tab["alpha"]),
                   beta=f(tab["beta"]), gamma=f(tab["gamma"]),
                   kv_blocks=jnp.asarray(tab["kv_blocks"], jnp.int32),

@@ -92,6 +92,8 @@ def test_profiled_and_analytic_agree_roughly():
 def test_profiled_refuses_gpus_without_profiles():
   with pytest.raises(ValueError, match=r"profiles only for \('A100-7B',\).*H100-7B"):
     engine.make_hardware([cost_model.H100_7B], iteration_cost="profiled")
+  with pytest.raises(ValueError, match=r"max_batched_tokens 8192 exceeds the profiled range"):
+    engine.make_hardware([cost_model.A100_7B], 8192, iteration_cost="profiled")
   with pytest.raises(ValueError, match="iteration_cost must be one of"):
     engine.make_hardware([cost_model.A100_7B], iteration_cost="vidur")
   with pytest.raises(ValueError, match="profiles only for A100-7B"):
