@@ -94,15 +94,31 @@ def test_f1_ci_is_the_micro_f1_and_a_paired_difference():
   assert d == (0.0, 0.0, 0.0)
 
 
-@pytest.mark.parametrize("ci, loss, want", [
-    ((0.02, -0.009, 0.054), "contradicted", "reproduced"),    # on par or better: non-inferior
-    ((0.10, 0.06, 0.14), "contradicted", "reproduced"),       # better
-    ((-0.02, -0.04, -0.001), "contradicted", "reproduced"),   # worse, but inside the margin
-    ((-0.5, -1.0, 0.0), "contradicted", "inconclusive"),      # straddles 0 on a wide CI
-    ((-0.017, -0.051, 0.018), "contradicted", "inconclusive"),
-    ((-0.2, -0.3, -0.1), "contradicted", "contradicted"),     # worse, RL had its chance
-    ((-0.2, -0.3, -0.1), "inconclusive", "inconclusive"),     # worse, sweep not flattened
+def test_per_seed_f1_pools_episodes_and_is_nan_without_positives():
+  from experiments import ballast_hydro as X
+  tp = np.array([[2, 0, 1], [0, 0, 0]])
+  fp = np.array([[0, 1, 0], [0, 0, 0]])
+  fn = np.array([[1, 0, 0], [0, 0, 0]])
+  f = X._f1(tp, fp, fn)
+  assert f[0] == 2 * 3 / (2 * 3 + 1 + 1) and np.isnan(f[1])
+
+
+@pytest.mark.parametrize("head, ref, want", [
+    ([0.70, 0.72, 0.71], [0.69, 0.70, 0.70], "reproduced"),    # on par: non-inferior
+    ([0.50, 0.52, 0.51], [0.70, 0.71, 0.70], "contradicted"),  # worse by far more than 0.05
+    ([0.30, 0.90, 0.60], [0.60, 0.61, 0.60], "inconclusive"),  # too wide to tell
 ])
-def test_diagnosis_verdict_is_a_non_inferiority_test(ci, loss, want):
-  from experiments.ballast_hydro import diagnosis_verdict
-  assert diagnosis_verdict(ci, 0.05, loss) == want
+def test_diagnosis_claim_is_a_non_inferiority_test_on_the_layer(head, ref, want):
+  """The registered diagnosis claim (configs/ballast_hydro.py) judged by jaxrl_suite.repro from
+  per-seed F1: non-inferior at 0.05 F1; a loss stands only with a flat budget sweep."""
+  from configs import ballast_hydro as cfg
+  from jaxrl_suite.repro import Claim, claim_record
+  claim = Claim.from_dict({d["id"]: d for d in cfg.claims()}[
+      "ballast_hydro.diagnosis_noninferior_held_out.v1"])
+  flat = {"scores": [[20.0, 20.5, 21.0], [20.1, 20.4, 21.0]], "budgets": [10, 20],
+          "scale": "log_ratio", "better": "lower"}
+  row = claim_record(claim, head, ref, sweep=flat)
+  assert row["verdict"] == want, row["detail"]
+  if want == "contradicted":   # the same loss with RL still improving is not a verdict
+    rising = dict(flat, scores=[[30.0, 31.0, 32.0], [20.0, 21.0, 22.0]])
+    assert claim_record(claim, head, ref, sweep=rising)["verdict"] == "inconclusive"
