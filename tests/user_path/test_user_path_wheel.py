@@ -18,6 +18,7 @@ import subprocess
 import sys
 import zipfile
 
+import numpy as np
 import pytest
 
 _CHECK = r"""
@@ -59,7 +60,11 @@ def _clone_files(repo_root: str, dest: str) -> None:
     shutil.copy2(src, os.path.join(dest, rel))
 
 
-def test_wheel_installs_and_makes_every_environment(repo_root, tmp_path):
+@pytest.fixture(scope="module")
+def installed(repo_root, tmp_path_factory):
+  """(python of a fresh venv with the wheel installed, its environment, a directory outside the
+  checkout); the wheel's contents are checked on the way."""
+  tmp_path = tmp_path_factory.mktemp("wheel")
   assert shutil.which("git"), "git is needed to list the checkout's files"
   src, wheels, outside = tmp_path / "src", tmp_path / "wheels", tmp_path / "elsewhere"
   outside.mkdir()
@@ -89,6 +94,11 @@ def test_wheel_installs_and_makes_every_environment(repo_root, tmp_path):
                   "--no-deps", "--no-index", str(whl)], check=True, capture_output=True, timeout=300)
   env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
   env["JAX_PLATFORMS"] = "cpu"
+  return vpy, env, outside
+
+
+def test_wheel_installs_and_makes_every_environment(repo_root, installed):
+  vpy, env, outside = installed
   out = subprocess.run([str(vpy), "-c", _CHECK, repo_root], cwd=outside, env=env,
                        capture_output=True, text=True, timeout=600)
   assert out.returncode == 0, out.stderr[-4000:]
@@ -106,3 +116,36 @@ def test_wheel_installs_and_makes_every_environment(repo_root, tmp_path):
   rows = [json.loads(l) for l in open(work / "metrics.jsonl")]
   assert [r["step"] for r in rows] == [0, 1] and rows[-1]["env_steps"] == 128, rows
   assert (work / "learning_curve.png").is_file() and (work / "DONE").is_file()
+
+
+def _rows(work):
+  with open(work / "metrics.jsonl") as f:
+    return [json.loads(line) for line in f]
+
+
+@pytest.mark.slow
+def test_installed_package_trains_the_hydro_and_text_routes(installed):
+  """The two routes beside the on-policy learners, by name from the installed package: token PPO
+  on KVLookup-v0 and the hydro trainer on BallastHydro-v0 (a shipped layout, package data), two
+  tiny updates each, finite returns in metrics.jsonl."""
+  vpy, env, outside = installed
+  runs = {
+      "KVLookup-v0": ["--config.num_envs=4", "--config.total_timesteps=24",
+                      "--config.updates_per_chunk=2", "--config.model.d_model=16",
+                      "--config.model.num_layers=1", "--config.model.d_ff=32",
+                      "--config.token_ppo.epochs=1"],
+      "BallastHydro-v0": ["--config.env_kwargs={'layout': 'direct10', 'n_bank': 8, "
+                          "'reward_scale': 0.1, 'max_steps_in_episode': 16}",
+                          "--config.num_envs=4", "--config.num_steps=8",
+                          "--config.num_minibatches=2", "--config.update_epochs=1",
+                          "--config.total_timesteps=64", "--config.updates_per_chunk=2",
+                          "--config.hydro.hidden=16", "--config.hydro.gru=16",
+                          "--config.hydro.slots=8"],
+  }
+  for name, args in runs.items():
+    out = subprocess.run([str(vpy), "-m", "jaxrl_suite.train", f"--env={name}", *args],
+                         cwd=outside, env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, (name, out.stderr[-4000:])
+    rows = _rows(outside / "workdirs" / f"ppo_{name}")
+    assert [r["step"] for r in rows] == [0, 1], (name, rows)
+    assert all(np.isfinite(r["returned_episode_returns"]) for r in rows), (name, rows)
