@@ -5,6 +5,9 @@
 #   .venv/bin/python -m experiments.rail_pricing
 # COMMAND (quick, tests, ~1-2 CPU-min):
 #   .venv/bin/python -m experiments.rail_pricing --quick
+# COMMAND (issue #38 fair-chance rerun, NOT yet run; ~1.2M env steps per seed, 10 seeds, lr decay
+# per budget; estimated ~74 h on the shared 2-core CPU, see the "fair" preset below):
+#   .venv/bin/python -m experiments.rail_pricing --config=configs/rail_pricing.py:fair
 """Config for experiments/rail_pricing.py."""
 
 import ml_collections
@@ -20,6 +23,12 @@ def get_config(arg=None):
   c.instance = "ecml"
   c.pad = 9                          # train slots (the instance has 9 trains)
   c.reward_mode = "operator"         # operators compete, an operator's trains cooperate
+  # what the RM baselines may observe (envs/rail/information.py): "operator" = own operator's
+  # bookings and seats, as the RL agents; the families in pooled_reference are also tuned and
+  # evaluated with every operator's bookings ("<family>_pooled" rows), an upper reference for
+  # shared information that never enters the "best tuned RM baseline" selection
+  c.information = "operator"
+  c.pooled_reference = ("myopic", "emsr_b", "emsr_b_mr", "cdlp")
   c.demand_level = 1.0               # training / tuning scenario
   c.shift_level = 1.25               # held-out demand-level shift (never trained or tuned on)
   c.n_seeds = 5                      # RL seeds = evaluation groups (CIs over these)
@@ -61,6 +70,14 @@ def get_config(arg=None):
   # sweep fits the shared machine; one layer already mixes every pair of typed train tokens
   c.agent = ml_collections.ConfigDict(dict(embed_dim=32, num_heads=2, num_layers=1))
   c.n_boot = 2000
+  # False: one constant-lr run per seed scored at every budget; True: one run per budget with
+  # the lr decayed linearly to 0 over it (the "fair" preset; cost = the sum of the budgets)
+  c.lr_decay = False
+  # a seed whose final policy entropy is under this fraction of log(n_actions) is reported as
+  # collapsed (meta["entropy"]; the first runs collapsed 3/5 seeds onto the static fare)
+  c.entropy_collapse_frac = 0.1
+  if arg == "fair":
+    _fair_chance(c)
   if c.quick:
     c.n_seeds = 2
     c.eval_episodes = 8
@@ -77,10 +94,31 @@ def get_config(arg=None):
   return c
 
 
+def _fair_chance(c) -> None:
+  """Issue #38's fair chance for RL (config only; the record has not been run with it).
+
+  Budget: doublings of 192 env steps per update from 192 to 6,144 updates, i.e. 36,864 to
+  1,179,648 env steps (booking periods of the 9-train market) per seed, each budget its own run
+  with the lr decayed linearly to 0 over it; every variant (relational ones included) compared
+  at the largest budget, where the last doubling (3,072 -> 6,144) is the fair-chance test.
+  10 seeds. Cost, from the measured per-update times above (5 seeds, load ~3 on 2 cores: 11.1 s
+  for the six variants together, ~22 s at 10 seeds, rollouts vmapped over seeds): sum of the
+  budgets 12,096 updates x ~22 s = ~266,000 s, ~74 h on the shared CPU machine; an accelerator
+  run has not been timed. ent_coef stays 0.001 (a choice on the tuning episodes would need its
+  own sweep); the entropy diagnostic reports collapsed seeds.
+  """
+  c.n_seeds = 10
+  c.lr_decay = True
+  c.budget_updates = (192, 384, 768, 1536, 3072, 6144)
+  c.main_updates = 6144
+  c.rel_max_updates = 6144
+  c.rl.total_timesteps = 6144 * c.rl.num_envs * c.rl.num_steps
+
+
 def validate(c) -> None:
   """Raises ValueError naming the first bad field."""
   from configs import checks
-  from jaxrl_suite.envs.rail import REWARD_MODES
+  from jaxrl_suite.envs.rail import INFORMATION_MODES, REWARD_MODES
   from jaxrl_suite.envs.rail.instance import INSTANCES
   checks.positive_ints(c, ("n_seeds", "eval_episodes", "tune_episodes", "elasticity_episodes",
                            "pad", "n_boot"))
@@ -88,6 +126,13 @@ def validate(c) -> None:
     raise ValueError(f"config.n_seeds must be >= 2 for a confidence interval, got {c.n_seeds}")
   checks.one_of(c, "instance", sorted(INSTANCES))
   checks.one_of(c, "reward_mode", REWARD_MODES)
+  checks.one_of(c, "information", INFORMATION_MODES)
+  if not isinstance(c.lr_decay, bool):
+    raise ValueError(f"config.lr_decay must be True or False, got {c.lr_decay!r}")
+  if not 0.0 <= c.entropy_collapse_frac < 1.0:
+    raise ValueError("config.entropy_collapse_frac must be in [0, 1) (a fraction of the "
+                     f"uniform policy's entropy), got {c.entropy_collapse_frac!r}")
+  checks.subset_of(c, "pooled_reference", ("myopic", "emsr_b", "emsr_b_mr", "cdlp"))
   checks.positive_floats(c, ("demand_level", "shift_level", "reward_scale"))
   if c.tune_episodes != c.eval_episodes:
     raise ValueError("config.tune_episodes must equal config.eval_episodes (one compiled "

@@ -39,7 +39,7 @@ from tqdm import tqdm
 
 from experiments import cli
 from jaxrl_suite.core import results
-from jaxrl_suite.envs.rail import bound, calibration, competition, make_rail
+from jaxrl_suite.envs.rail import INFORMATION_MODES, bound, calibration, competition, make_rail
 from jaxrl_suite.envs.rail import baselines as B
 from jaxrl_suite.envs.rail import evaluate as E
 from jaxrl_suite.envs.rail.instance import SEGMENTS, ELASTICITY
@@ -82,11 +82,11 @@ def rail_agent(env, params, agent_config, centralised: bool):
                                    agent_config, centralised, **token_columns())
 
 
-def _learner(c, env, params, name):
+def _learner(c, env, params, name, **rl_overrides):
   from jaxrl_suite.algos import ppo
   mode, att, _ = _variant(name)
   cfg = ppo.default_config()
-  for k, v in c.rl.items():
+  for k, v in dict(c.rl.items(), **rl_overrides).items():
     cfg[k] = v
   cfg.multi_agent = mode
   ac = ml_collections.ConfigDict(dict(c.agent.to_dict(), attention=att))  # --config is locked
@@ -132,6 +132,17 @@ def _family_evaluator(env, fn):
   return jax.jit(lambda ks, th, ps: E.evaluate(env, ps, E.baseline_policy(fn, ps, th), ks))
 
 
+def _families(c) -> list[tuple[str, str, int]]:
+  """(row name, baseline family, information index) of every RM row: each family under the
+  configured information, then the pooled-information references ("<family>_pooled")."""
+  info = INFORMATION_MODES.index(c.information)
+  rows = [(name, name, info) for name in B.BASELINES]
+  pooled = INFORMATION_MODES.index("pooled")
+  if info != pooled:
+    rows += [(f"{name}_pooled", name, pooled) for name in c.pooled_reference]
+  return rows
+
+
 def _stack_seeds(ms: list) -> dict:
   """Per-seed metric dicts (leading [N]) -> per-seed means [S] (revenue_op -> [S, O])."""
   ms = jax.device_get(ms)
@@ -170,20 +181,48 @@ def _flattening(rev: np.ndarray, updates) -> dict:
   return out
 
 
+def _entropy_diagnostic(c, ent_at_budget: np.ndarray, n_actions: int) -> dict:
+  """Entropy-collapse check of one variant's sweep: ent_at_budget [S, B] is the policy entropy
+  (nats, PPO's minibatch mean over the last update before each budget). A seed has collapsed
+  when its entropy at the last budget is below config.entropy_collapse_frac of the uniform
+  policy's log(n_actions): it then plays (nearly) one fare path, whatever the sweep says."""
+  frac = ent_at_budget / np.log(n_actions)
+  collapsed = frac[:, -1] < c.entropy_collapse_frac
+  return {"entropy": ent_at_budget.tolist(), "fraction_of_uniform": frac.tolist(),
+          "threshold": c.entropy_collapse_frac, "collapsed_seeds": int(collapsed.sum()),
+          "n_seeds": int(collapsed.size)}
+
+
+def _pick_mode_and_evaluate(name, done, sw, ev_rl, params, eval_keys, scenarios, p_v):
+  """At the main budget: greedy vs sampled chosen on the tuning episodes (seed-mean revenue;
+  greedy first on a tie), then the held-out episodes score the chosen policies."""
+  sel = {m: float(sw[m][-1].mean()) for m in ("greedy", "sampled")}
+  mode_sel = selection.pick_mode({m: sw[m][-1] for m in ("greedy", "sampled")},
+                                 data=f"{name}: tuning episodes at {done} updates")
+  greedy = mode_sel.choice == "greedy"
+  out = {}
+  for sc, ps_ in scenarios.items():
+    pv = p_v.replace(demand_level=ps_.demand_level)
+    out[sc] = _per_seed(jax.device_get(ev_rl(params, eval_keys, pv, jnp.asarray(greedy))))
+  return out, sel, mode_sel, greedy
+
+
 def _train_variant(c, name, key, tune_rows, eval_keys, scenarios):
   """Trains `name` on n_seeds seeds (vmapped) through config.budget_updates (relational variants
   up to config.rel_max_updates); returns (held-out per-seed metrics of the policies at
   config.main_updates {scenario: {metric: [S]}}, training curve [S, U], meta, sweep) where sweep
-  holds the tuning-episode revenue [S, len(budgets)] of the greedy and the sampled policy."""
+  holds the tuning-episode revenue [S, len(budgets)] of the greedy and the sampled policy.
+
+  config.lr_decay False: one constant-lr run, scored at every budget (its first b updates are a
+  run of budget b). True: every budget is its own run from the same initialisation with the lr
+  decayed linearly to 0 over that budget (cost: the sum of the budgets)."""
   _, att, amode = _variant(name)
   env_v, p_v = make_rail(c.instance, action_mode=amode, pad=c.pad, reward_mode=c.reward_mode,
                          demand_level=c.demand_level, reward_scale=c.reward_scale)
-  learner, agent = _learner(c, env_v, p_v, name)
   budgets = [b for b in c.budget_updates if not att or b <= c.rel_max_updates]
-  step = int(np.gcd.reduce(np.asarray(budgets)))
-  rs = jax.jit(jax.vmap(learner.init))(jax.random.split(jax.random.fold_in(key, 1000),
-                                                        c.n_seeds))
-  run = jax.jit(jax.vmap(lambda r: learner.run(r, step)))
+  per_update = c.rl.num_envs * c.rl.num_steps
+  learner, agent = _learner(c, env_v, p_v, name)
+  seeds = jax.random.split(jax.random.fold_in(key, 1000), c.n_seeds)
 
   def evaluate_rl(ps, keys, pv, greedy):
     def pol(k, obs, st):
@@ -194,34 +233,39 @@ def _train_variant(c, name, key, tune_rows, eval_keys, scenarios):
   ev_rl = jax.jit(jax.vmap(evaluate_rl, in_axes=(0, 0, None, None)))
   tune_rev = lambda ps, g: np.asarray(ev_rl(ps, tune_rows, p_v, jnp.asarray(g))
                                       ["revenue_total"], np.float64).mean(1)       # [S]
-  curve, sw = [], {"greedy": [], "sampled": []}
-  done, out, sel = 0, None, None
-  while done < budgets[-1]:
-    rs, met = run(rs)
-    done += step
-    curve.append(np.asarray(met["returned_episode_returns"]))
-    if done in budgets:
+  curve, sw, ent = [], {"greedy": [], "sampled": []}, []
+  out = None
+  # (learner, updates per chunk, chunks) per run: one run, or one decayed run per budget
+  if c.lr_decay:
+    runs = [(_learner(c, env_v, p_v, name, anneal_lr=True, total_timesteps=b * per_update)[0],
+             b, 1, [b]) for b in budgets]
+  else:
+    step = int(np.gcd.reduce(np.asarray(budgets)))
+    runs = [(learner, step, budgets[-1] // step, budgets)]
+  for lrn, chunk, n_chunks, scored in runs:
+    rs = jax.jit(jax.vmap(lrn.init))(seeds)
+    run = jax.jit(jax.vmap(lambda r, lrn=lrn, chunk=chunk: lrn.run(r, chunk)))
+    done, curve = 0, []          # the curve kept is the last (longest) run's
+    for _ in range(n_chunks):
+      rs, met = run(rs)
+      done += chunk
+      curve.append(np.asarray(met["returned_episode_returns"]))
+      if done not in scored:
+        continue
+      ent.append(np.asarray(met["entropy"], np.float64)[:, -1])
       for m in sw:
         sw[m].append(tune_rev(rs.train_state.params, m == "greedy"))
-    if done == c.main_updates:
-      # greedy vs sampled, chosen on the tuning episodes at the main budget (seed-mean revenue;
-      # greedy first on a tie); the held-out episodes score the policies of this budget
-      sel = {m: float(sw[m][-1].mean()) for m in ("greedy", "sampled")}
-      mode_sel = selection.pick_mode({m: sw[m][-1] for m in ("greedy", "sampled")},
-                                     data=f"{name}: tuning episodes at {done} updates")
-      greedy = mode_sel.choice == "greedy"
-      out = {}
-      for sc, ps_ in scenarios.items():
-        pv = p_v.replace(demand_level=ps_.demand_level)
-        out[sc] = _per_seed(jax.device_get(ev_rl(rs.train_state.params, eval_keys, pv,
-                                                 jnp.asarray(greedy))))
+      if done == c.main_updates:
+        out, sel, mode_sel, greedy = _pick_mode_and_evaluate(
+            name, done, sw, ev_rl, rs.train_state.params, eval_keys, scenarios, p_v)
   sweep = {m: np.stack(v, 1) for m, v in sw.items()}                       # [S, B]
   sweep["updates"] = np.asarray(budgets, np.float64)
-  sweep["env_steps"] = sweep["updates"] * c.rl.num_envs * c.rl.num_steps
+  sweep["env_steps"] = sweep["updates"] * per_update
   mode = "greedy" if greedy else "sampled"
   meta = {"selection_revenue": sel, "mode": mode, "mode_selection": mode_sel.to_dict(),
-          "updates": c.main_updates, "sweep_updates": budgets[-1],
-          "flattening": _flattening(sweep[mode], budgets)}
+          "updates": c.main_updates, "sweep_updates": budgets[-1], "lr_decay": bool(c.lr_decay),
+          "flattening": _flattening(sweep[mode], budgets),
+          "entropy": _entropy_diagnostic(c, np.stack(ent, 1), env_v.num_actions)}
   im = budgets.index(c.main_updates)
   if budgets[-1] > c.main_updates:
     meta["flattening"]["last_vs_main"] = _ratio_ci(sweep[mode][:, -1], sweep[mode][:, im])
@@ -236,7 +280,8 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
   cache = _PhaseCache(workdir, c)
   timings = {}
   env, p_train = make_rail(c.instance, pad=c.pad, reward_mode=c.reward_mode,
-                           demand_level=c.demand_level, reward_scale=c.reward_scale)
+                           demand_level=c.demand_level, reward_scale=c.reward_scale,
+                           information=c.information)
   p_shift = p_train.replace(demand_level=c.shift_level)
   scenarios = {"train_level": p_train, "shift": p_shift}
   key = jax.random.PRNGKey(c.seed)
@@ -268,9 +313,10 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
   if hit is not None:
     tuning = hit
     tuned = {k: v["chosen"] for k, v in tuning.items()}
-  for name in [b for b in B.BASELINES if b not in tuning]:
-    grid = B.THETA_GRID[name]
-    vals = [float(evals[name](tune_keys, jnp.asarray(th, jnp.float32), p_train)
+  for name, fam, info in [f for f in _families(c) if f[0] not in tuning]:
+    grid = B.THETA_GRID[fam]
+    p_info = p_train.replace(information=info)
+    vals = [float(evals[fam](tune_keys, jnp.asarray(th, jnp.float32), p_info)
                   ["revenue_total"].mean()) for th in grid]
     tuned[name] = float(grid[int(np.argmax(vals))])
     tuning[name] = {"grid": list(grid), "revenue": vals, "chosen": tuned[name]}
@@ -314,10 +360,10 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
   fixed = {"nash": nash_lv, "monopoly": mono_lv}
   hit = cache.get("baselines")
   for sc, ps_ in ({} if hit is not None else scenarios).items():
-    for name in B.BASELINES:
-      th = jnp.asarray(tuned[name], jnp.float32)
+    for name, fam, info in _families(c):
+      th, p_info = jnp.asarray(tuned[name], jnp.float32), ps_.replace(information=info)
       base.setdefault(name, {})[sc] = _stack_seeds(
-          [evals[name](eval_keys[s], th, ps_) for s in range(c.n_seeds)])
+          [evals[fam](eval_keys[s], th, p_info) for s in range(c.n_seeds)])
     for name, lv in fixed.items():
       lvj = jnp.asarray(lv, jnp.int32)
       base.setdefault(name, {})[sc] = _stack_seeds(
@@ -428,7 +474,8 @@ def _verdicts(c, el_seeds, tuning, rl, rl_meta, base, nash_conv, sweep) -> dict:
       + "; arc elasticity of bookings, all trains 1.0 -> 1.1 x base fare, capacity "
         "non-binding, common random numbers")
   # best RL variant and best tuned baseline, both chosen on the tuning episodes
-  rm = [b for b in B.BASELINES if b != "cdlp_known"]   # a revenue manager does not know the shock
+  # a revenue manager does not know the shock (cdlp_known) nor its rivals' bookings (*_pooled)
+  rm = [b for b in B.BASELINES if b != "cdlp_known"]
   data = f"tuning episodes ({c.tune_episodes}, training demand level)"
   sel_b = selection.pick_heuristic(
       {b: dict(zip(tuning[b]["grid"], tuning[b]["revenue"])) for b in rm}, data=data)
