@@ -105,6 +105,7 @@ class Pre(NamedTuple):
   heel: jax.Array     # () deg
   step: jax.Array     # [N_STEP] GRU input features
   edge: jax.Array     # [E, N_EDGE_SCALAR + n_kinds] diagnosis-head edge features
+  dheel: jax.Array    # [K] heel deg per m3 moved along each route, at the sounded fills
 
 
 class Head(NamedTuple):
@@ -122,6 +123,8 @@ def observe(tb: Tables, obs: jax.Array) -> Pre:
   f = tb.api.split_obs(obs, p)
   v_max, v, score, useful, job = tb.api.predicted_moves(bp, f)
   good, _, _, n_contain, _ = tb.api.evidence(f, bp)
+  # the heel per m3 the heel-aware replanner uses (same physics: ballast-dependent GM)
+  dheel = tb.api.route_dheel(bp, f) if tb.api.route_dheel is not None else bp.dheel
   re = p.route_edges.astype(jnp.float32)
   n_e = jnp.maximum(re.sum(-1), 1.0)
   step_vol = jnp.maximum(p.pump_rate[p.route_pump] * p.dt_h, 1.0)
@@ -138,7 +141,7 @@ def observe(tb: Tables, obs: jax.Array) -> Pre:
       p.route_len / 300.0, job.astype(jnp.float32), lvl[p.route_src], lvl[p.route_dst],
       jnp.minimum(left, 10.0) / 10.0, re @ good.astype(jnp.float32) / n_e,
       re @ (f["exercised"] > 0.5).astype(jnp.float32) / n_e,
-      jnp.clip(bp.dheel * v_max / p.heel_limit, -3.0, 3.0),
+      jnp.clip(dheel * v_max / p.heel_limit, -3.0, 3.0),
       p.route_pump.astype(jnp.float32) / MAX_PUMPS], -1)
   heel = f["heel"][0] * p.heel_limit
   n_open = jnp.sum(f["need_fill"] + f["need_drain"])
@@ -152,7 +155,7 @@ def observe(tb: Tables, obs: jax.Array) -> Pre:
       jnp.sum(f["last_pumped"]) / MAX_PUMPS,
       jnp.mean(jnp.abs(f["dlevel"]) * f["tank_mask"])])
   free = useful & (v > 0.5)
-  return Pre(base, v, v_max, score, free, heel, step, edge_features(tb, f))
+  return Pre(base, v, v_max, score, free, heel, step, edge_features(tb, f), dheel)
 
 
 def edge_features(tb: Tables, f) -> jax.Array:
@@ -188,8 +191,8 @@ def head_feats(tb: Tables, pre: Pre, slot: int, taken: jax.Array, heel, lo, hi,
   key = jnp.where(cand, pre.v, -jnp.inf)
   _, order = jax.lax.top_k(key, n_slots)
   ok = cand[order]
-  dh = bp.dheel * pre.v_max
-  h_after = heel + bp.dheel * pre.v
+  dh = pre.dheel * pre.v_max
+  h_after = heel + pre.dheel * pre.v
   hi_k, lo_k = hi + jnp.maximum(dh, 0.0), lo + jnp.minimum(dh, 0.0)
   admissible = jnp.maximum(hi_k, -lo_k) <= lim - bp.margin
   dyn = jnp.stack([jnp.clip(h_after / lim, -3, 3), jnp.clip(hi_k / lim, -3, 3),
@@ -322,9 +325,10 @@ def make_actor(cfg, tb: Tables):
       k_r = _take(hd.slot_route, slot)
       live = k_r < K
       kk = jnp.minimum(k_r, K - 1)
-      dh = tb.bp.dheel[kk] * jnp.take_along_axis(pre.v_max, kk[:, None], 1)[:, 0]
+      dh_k = jnp.take_along_axis(pre.dheel, kk[:, None], 1)[:, 0]
+      dh = dh_k * jnp.take_along_axis(pre.v_max, kk[:, None], 1)[:, 0]
       v_k = jnp.take_along_axis(pre.v, kk[:, None], 1)[:, 0]
-      heel = jnp.where(live, heel + tb.bp.dheel[kk] * v_k, heel)
+      heel = jnp.where(live, heel + dh_k * v_k, heel)
       hi = jnp.where(live, hi + jnp.maximum(dh, 0.0), hi)
       lo = jnp.where(live, lo + jnp.minimum(dh, 0.0), lo)
       taken = taken & jnp.where(live[:, None], p.pair_ok[kk, :K], True)

@@ -69,10 +69,11 @@ class HydroApi(NamedTuple):
   evidence: Callable             # (fields, bp) -> (good, chat, cand, n_contain, edge_count)
   reference_diagnosis: Callable  # (obs [D], HydroParams) -> bool[E] predicted clogged edges
   n_edge_kinds: int
+  route_dheel: Callable = None   # (bp, fields) -> [K] heel deg per m3 at the sounded fills
 
 
 def hydro_api() -> HydroApi:
   return HydroApi(split_obs=P.split_hydro_obs, make_baseline=HB.make_hydro_baseline,
                   predicted_moves=HB.predicted_moves, evidence=B.evidence,
                   reference_diagnosis=D.reference_diagnosis_hydro,
-                  n_edge_kinds=len(EDGE_KINDS))
+                  n_edge_kinds=len(EDGE_KINDS), route_dheel=HB.route_dheel)

@@ -102,6 +102,18 @@ def predicted_moves(bp: HydroBaselineParams, f):
   return v_max, v, score, useful, job
 
 
+def route_dheel(bp: HydroBaselineParams, f) -> jax.Array:
+  """[K] heel change, deg per m3 moved along each route, at the sounded fills: rho dtcg /
+  (Delta GM) of the current condition (stability.py) with ballast-dependent stability, else the
+  constant of the linear model. Shared by the heel-aware baselines and the RL agent, so both
+  predict heel with the same physics."""
+  p = bp.env
+  if p.stab is None:
+    return bp.dheel
+  vol = jnp.clip(f["level"], 0.0, 1.0) * p.cap
+  return bp.dmom / S.heel_stiffness(vol, p) / DEG
+
+
 def hydro_policy(bp: HydroBaselineParams, obs: jax.Array, key=None) -> jax.Array:
   """The baseline selected by bp's flags (module docstring); int32[P] commands."""
   p = bp.env
@@ -109,10 +121,7 @@ def hydro_policy(bp: HydroBaselineParams, obs: jax.Array, key=None) -> jax.Array
   f = split_hydro_obs(obs, p)
   v_max, v, score, useful, job = predicted_moves(bp, f)
   heel = f["heel"][0] * p.heel_limit
-  dheel = bp.dheel
-  if p.stab is not None:  # ballast-dependent GM: linearise the heel at the sounded fills
-    vol = jnp.clip(f["level"], 0.0, 1.0) * p.cap
-    dheel = bp.dmom / S.heel_stiffness(vol, p) / DEG
+  dheel = route_dheel(bp, f)   # linearised at the sounded fills (ballast-dependent GM)
   # Heel band reachable after the commands so far: a move delivers between 0 and v_max (clogs
   # and valve time only slow it), heel is linear in the moved volumes, so the band's ends are
   # heel + the positive / negative parts of dheel * v_max. Admissible = band inside the limit.
