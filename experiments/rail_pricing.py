@@ -613,11 +613,15 @@ def _markdown(c, el, tuned, rl_meta, table, rec, nash_lv, mono_lv, nash_conv, ti
         f"{pol}: " + ", ".join(f"op{o} {r[0] / 1e3:.1f}" for o, r in enumerate(row["revenue_op"])
                                if r[0] > 0) for pol, row in table[sc].items()), ""]
   all_u = list(c.budget_updates)
+  how = ("One run per budget and seed, the learning rate decayed linearly to 0 over it, "
+         f"scored on the {c.tune_episodes} tuning episodes" if c.lr_decay else
+         f"One run per seed at a constant learning rate, scored at each budget on the "
+         f"{c.tune_episodes} tuning episodes (the first b updates of the run are a run of "
+         f"budget b")
   lines += ["## RL budget sweep", "",
-            f"One run per seed at a constant learning rate, scored at each budget on the "
-            f"{c.tune_episodes} tuning episodes (the first b updates of the run are a run of "
-            f"budget b; one update = {c.rl.num_envs * c.rl.num_steps} env steps = "
-            f"{c.rl.num_envs} episodes). "
+            f"{how}; one update = {c.rl.num_envs * c.rl.num_steps} env steps = "
+            f"{c.rl.num_envs} episodes. Entropy collapse: seeds whose final policy entropy is "
+            f"under {c.entropy_collapse_frac:g} of the uniform policy's. "
             + (f"Every variant runs to {all_u[-1]} updates. " if c.rel_max_updates >= all_u[-1]
                else f"MLP variants run to {all_u[-1]} updates, relational ones to "
                     f"{c.rel_max_updates} (cost). ")
@@ -627,8 +631,8 @@ def _markdown(c, el, tuned, rl_meta, table, rec, nash_lv, mono_lv, nash_conv, ti
             "log gain of the sweep's last doubling with its t 95% CI; flat inside "
             "+-FLAT_DELTA, rising above, degrading below, unknown otherwise.", "",
             "| variant | eval mode | " + " | ".join(f"{u} upd" for u in all_u) +
-            " | last doubling gain (95% CI) | last / main | train s |",
-            "|---|---|" + "---|" * (len(all_u) + 3)]
+            " | last doubling gain (95% CI) | last / main | collapsed seeds | train s |",
+            "|---|---|" + "---|" * (len(all_u) + 4)]
   for v, m in rl_meta.items():
     f = m["flattening"]
     rev = np.asarray(sweep[v][m["mode"]])
@@ -640,6 +644,8 @@ def _markdown(c, el, tuned, rl_meta, table, rec, nash_lv, mono_lv, nash_conv, ti
     lines.append(f"| {v} | {m['mode']} | {cells} | {sl[0]:+.2%} [{sl[1]:+.2%}, {sl[2]:+.2%}] "
                  f"({f['state']}) | "
                  + (f"x{lm[0]:.3f} [{lm[1]:.3f}, {lm[2]:.3f}]" if lm else "-")
+                 + (" | {collapsed_seeds}/{n_seeds}".format(**m["entropy"]) if "entropy" in m
+                    else " | -")
                  + f" | {m['train_s']:.0f} |")
   lines += ["", "## Upper bound", "", bound_line]
   lines += ["", "## Comparisons", "", "```", str(rec["comparisons"]), "```", "",
