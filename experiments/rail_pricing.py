@@ -617,7 +617,7 @@ def _markdown(c, el, tuned, rl_meta, table, rec, nash_lv, mono_lv, nash_conv, ti
          f"scored on the {c.tune_episodes} tuning episodes" if c.lr_decay else
          f"One run per seed at a constant learning rate, scored at each budget on the "
          f"{c.tune_episodes} tuning episodes (the first b updates of the run are a run of "
-         f"budget b")
+         f"budget b)")
   lines += ["## RL budget sweep", "",
             f"{how}; one update = {c.rl.num_envs * c.rl.num_steps} env steps = "
             f"{c.rl.num_envs} episodes. Entropy collapse: seeds whose final policy entropy is "
