@@ -66,7 +66,7 @@ fig, ax = plt.subplots(figsize=(6, 3))
 x = np.arange(9)
 ax.bar(x - 0.2, np.asarray(n.z).ravel(), 0.4, label="state-normalised z")
 ax.bar(x + 0.2, np.asarray(raw).ravel(), 0.4, label="raw entropy z")
-ax.axhline(2.0, ls="--", c="k", lw=0.8, label="outlier rule z > 2")
+ax.axhline(2.0, ls="--", c="k", lw=0.8, label="z > 2 (ablation; default rule: Student-t prediction interval, docs/stapo.md)")
 ax.set(xlabel="step (episode-major)", ylabel="score"); ax.legend(fontsize=7)
 plt.show()
 """),

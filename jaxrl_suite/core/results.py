@@ -46,7 +46,8 @@ RESULTS_DIR = os.path.join(REPO_ROOT, "results")
 QUICK_DIR = os.path.join(REPO_ROOT, "workdirs", "results_quick")
 ADHOC_DIR = os.path.join(REPO_ROOT, "workdirs", "results_adhoc")
 # Command-line inputs that make a run's numbers about the user's data, not the reproduction's.
-ADHOC_FLAGS = ("--eval_trace", "--layout", "--reuse_policies")
+ADHOC_FLAGS = ("--eval_trace", "--layout", "--reuse_policies", "--small_dir", "--small_rl_dir",
+               "--large_dir")
 ENV_VAR = "JAXRL_RESULTS_DIR"
 
 

@@ -128,7 +128,7 @@ def _short_error(res, *needles):
     (["--env=Pendulum-v1", "--config.agent=gru"],
      ["config.env_name 'Pendulum-v1' has a continuous (Box) action space",
       "use --config.agent=gaussian"]),
-    (["--env=KVLookup-v0"], ["'KVLookup-v0' has Dict observations", "jaxrl_suite.lm"]),
+    (["--env=KVLookup-v0", "--algo=reinforce"], ["--algo=reinforce: KVLookup-v0 is a text environment", "drop --algo"]),
 ])
 def test_bad_values_stop_before_compiling_in_two_lines(repo_root, tmp_path, args, needles):
   res = _train(*args, f"--workdir={tmp_path / 'w'}", cwd=repo_root, timeout=120)

@@ -72,7 +72,12 @@ def test_tiny_end_to_end(tmp_path):
   for cl in rec["claims"]:
     r = cl["repro"]
     assert r["rule"] == Claim.from_dict(r["rule"]).to_dict()
-    assert r["samples"] and all(len(v) >= 1 for v in r["samples"].values()), cl["claim"]
+    if r["rule"]["id"] == "fore.honest_interval_coverage.v1" and not r["samples"]["a"]:
+      # toy size (1 MDP x 10 seeds, n <= 1e4): the refusal rules refuse every estimate (a
+      # severe MDP needs every cell visited), so no MDP has a value and the layer says so
+      assert cl["verdict"] == verdicts.INCONCLUSIVE, cl["verdict"]
+    else:
+      assert r["samples"] and all(len(v) >= 1 for v in r["samples"].values()), cl["claim"]
     assert r["interval"]["method"] in ("t_mean", "paired_difference", "log_ratio"), cl["claim"]
     assert cl["verdict"] in verdicts.WORDS and cl["verdict"] == r["verdict"]["word"]
     assert (cl["verdict"] == verdicts.DESCRIPTIVE) == (r["rule"]["kind"] == "descriptive")

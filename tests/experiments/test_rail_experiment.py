@@ -20,7 +20,9 @@ from jaxrl_suite.repro import Claim, flatness, records, verdicts
     ("rel_max_updates", 48, "rel_max_updates"),  # must be >= main_updates
     ("rl.anneal_lr", True, None),              # a sweep over one run needs a constant lr
     ("rl.gae_lambda", 1.5, "rl.gae_lambda"),
-    ("reward_scale", 0.0, None)])
+    ("reward_scale", 0.0, None),
+    ("information", "all", "information"),     # operator | pooled
+    ("entropy_collapse_frac", 1.0, "entropy_collapse_frac")])
 def test_config_validation_names_the_field(field, value, match):
   import configs.rail_pricing as cfg
   cfg.validate(cfg.get_config())
