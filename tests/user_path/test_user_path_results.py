@@ -31,7 +31,7 @@ def test_results_record_is_current_schema(path):
   assert not rec.get("adhoc_inputs"), f"{path}: a run on ad-hoc inputs does not belong here"
   assert rec["claims"], f"{path} has no claims"
   for c in rec["claims"]:
-    assert c["verdict"] in results_lib.VERDICTS
+    assert c["verdict"] in results_lib.ROW_VERDICTS
     ci = c.get("ci95")
     assert ci is None or (len(ci) == 2 and ci[0] <= ci[1]), f"bad ci95 {ci} in {path}"
   prov = rec["provenance"]
