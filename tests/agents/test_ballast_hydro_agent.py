@@ -190,7 +190,7 @@ def test_residual_never_prefers_a_route_through_a_known_failure(direct10):
   failure set (score >= w_fail) while pump 1 has a working admissible route, slot 0 prefers
   NOOP (resid 0) and none of its routes; with no working route on any pump, slot 0 must move
   (NOOP at -R, as the replanner's first command)."""
-  p = direct10
+  p = direct10.replace(stab=None)   # the residual logic, on the constant-GM heel model
   tb = A.make_tables(p, resid=True, api=ENV.agent_api)
   obs, _ = ENV.reset(jax.random.PRNGKey(0), p)
   pre = A.observe(tb, obs)
