@@ -95,9 +95,29 @@ def delta_stepper(cfg_l: lm_model.LMConfig, params_l: Any, pair: DeltaPair, beta
 
 
 # ---- losses --------------------------------------------------------------------------------------
+def top_k_log_probs(logits: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+  """Log-probabilities renormalised over the k largest logits: [..., V] -> ([..., V], [..., V]).
+
+  Returns (logp_k, in_k): logp_k(v) = z_v - logsumexp_{u in K} z_u for v in K (the top-k set,
+  chosen without gradient), -inf-free: outside K it is log_softmax(z) (finite, multiplied by
+  0 wherever it is used), and in_k is the 0/1 mask of K. k <= 0 or k >= V: the full vocabulary.
+  Ties at the k-th value are all kept (the set may hold more than k tokens).
+  """
+  v = logits.shape[-1]
+  if k <= 0 or k >= v:
+    return jax.nn.log_softmax(logits, axis=-1), jnp.ones_like(logits)
+  z = jax.lax.stop_gradient(logits)
+  kth = jax.lax.top_k(z, k)[0][..., -1:]
+  in_k = (z >= kth).astype(logits.dtype)
+  # Masked logsumexp: outside K the logits get -1e9 (not -inf: no NaN in the gradient).
+  lse = jax.nn.logsumexp(jnp.where(in_k > 0, logits, -1e9), axis=-1, keepdims=True)
+  logp_k = jnp.where(in_k > 0, logits - lse, jax.nn.log_softmax(logits, axis=-1))
+  return logp_k, in_k
+
+
 def direct_opd_loss(student_logits: jax.Array, delta: jax.Array, tokens: jax.Array,
                     start_logp: jax.Array, mask: jax.Array, alpha: jax.Array,
-                    estimator: str = "full") -> tuple[jax.Array, dict]:
+                    estimator: str = "full", top_k: int = 0) -> tuple[jax.Array, dict]:
   """Direct-OPD surrogate on the student's own rollouts.
 
   Args:
@@ -112,15 +132,21 @@ def direct_opd_loss(student_logits: jax.Array, delta: jax.Array, tokens: jax.Arr
     mask: [B, R] valid tokens.
     alpha: scalar KL coefficient.
     estimator: "full" (Rao-Blackwellised over the whole vocabulary) or "sampled" (only y_t).
+    top_k: with estimator "full", k > 0 restricts the sum to the student's k most likely
+      tokens K_t with pi_theta renormalised over them (the paper's k = 16 candidates):
+        per_t = -sum_{v in K_t} sg(p_k(v) r_t(v)) log p_k(v),  p_k = softmax(z)|_K,
+      whose gradient is grad E_{v~p_k}[r_t(v)]; 0 (default) or k >= V is the full vocabulary.
+      The KL term stays exact over the vocabulary.
   Returns:
     (loss, aux) with aux["rbar"] = masked mean of E_{v~pi_theta}[r_t(v)] (drives adaptive alpha)
     and aux["kl_start"] = masked mean k3 estimate of KL(pi_theta || pi_S).
   """
   logp = jax.nn.log_softmax(student_logits, axis=-1)
   delta = jax.lax.stop_gradient(delta)
-  w = jax.lax.stop_gradient(jnp.exp(logp) * delta)  # sg(p_v r_v)
+  logp_k, in_k = top_k_log_probs(student_logits, top_k if estimator == "full" else 0)
+  w = jax.lax.stop_gradient(jnp.exp(logp_k) * in_k * delta)  # sg(p_k(v) r_v), 0 outside K
   if estimator == "full":
-    per_t = -(w * logp).sum(-1)
+    per_t = -(w * logp_k).sum(-1)
   elif estimator == "sampled":
     per_t = -jnp.take_along_axis(delta, tokens[..., None], -1)[..., 0] * \
         lm_model.token_log_probs(student_logits, tokens)
@@ -170,6 +196,7 @@ class DistillConfig:
   estimator: str = "full"
   kl_estimator: str = "full"     # "full": exact reverse KL (V=32); "k3": paper's sampled k3
   max_grad_norm: float = 1.0
+  top_k: int = 0                 # student top-k candidates (paper: 16); 0 = full vocabulary
 
   def __post_init__(self):
     for f in ("steps", "prompts_per_step", "rollouts_per_prompt"):
@@ -177,6 +204,9 @@ class DistillConfig:
         raise ValueError(f"DistillConfig.{f} must be positive, got {getattr(self, f)}")
     if not 0 < self.alpha_min <= self.alpha_max:
       raise ValueError(f"need 0 < alpha_min <= alpha_max, got {self.alpha_min}, {self.alpha_max}")
+    if self.top_k < 0:
+      raise ValueError(f"DistillConfig.top_k must be >= 0 (0 = full vocabulary), got "
+                       f"{self.top_k}")
 
 
 class DistillState(NamedTuple):
@@ -238,7 +268,7 @@ def make_step(cfg: lm_model.LMConfig, pair_cfg: lm_model.LMConfig, task, dcfg: D
     def loss_fn(p):
       logits = sampling.response_logits(cfg, p, prompts, tokens)
       l_d, aux = direct_opd_loss(logits, delta, tokens, start_logp, s.mask, alpha,
-                                 dcfg.estimator)
+                                 dcfg.estimator, dcfg.top_k)
       l_v, _ = vanilla_opd_loss(logits, rl_logits, s.mask)
       return (1.0 - v) * l_d + v * l_v, aux
 
