@@ -8,6 +8,7 @@ from typing import Iterable
 from absl import flags
 
 from jaxrl_suite.core import cli as core_cli
+from jaxrl_suite.repro import entry
 
 # Every script imports this module: each gets `--debug` (keep the traceback of a user error) and
 # a short message for an unknown --config.x field instead of absl's traceback.
@@ -46,26 +47,10 @@ def replace_flags(names: Iterable[str]) -> None:
       delattr(flags.FLAGS, name)
 
 
-def with_overrides(preset, parsed, default):
-  """`preset` (e.g. the config's quick variant) with every field where `parsed` (the --config
-  flag's value) differs from `default` (the config file's own defaults) copied over, nested
-  ConfigDicts included: `--quick --config.x=v` runs the quick preset with x = v."""
-  for key in parsed.keys():
-    val = parsed[key]
-    if hasattr(val, "keys") and key in preset and hasattr(preset[key], "keys"):
-      with_overrides(preset[key], val, default[key])
-    elif key not in default or val != default[key]:
-      preset[key] = val
-  return preset
-
-
-def override_paths(argv) -> list[str]:
-  """Dotted field paths given as `--config.<path>=v` or `--config.<path> v` in argv."""
-  out = []
-  for tok in argv:
-    if tok.startswith("--config."):
-      out.append(tok[len("--config."):].split("=", 1)[0])
-  return out
+# The merge rules live in the library's script entry (jaxrl_suite/repro/entry.py); these names
+# stay for the scripts that still start up through this module.
+with_overrides = entry.merge_overrides
+override_paths = entry.override_paths
 
 
 def config_for(module, parsed, quick: bool, argv=None):
@@ -77,12 +62,7 @@ def config_for(module, parsed, quick: bool, argv=None):
     return parsed
   import sys
   preset = with_overrides(module.get_config("quick"), parsed, module.get_config())
-  for path in override_paths(sys.argv if argv is None else argv):
-    *parents, leaf = path.split(".")
-    src, dst = parsed, preset
-    for k in parents:
-      src, dst = src[k], dst[k]
-    dst[leaf] = src[leaf]
+  entry.copy_named_fields(preset, parsed, sys.argv if argv is None else argv)
   return preset
 
 

@@ -122,12 +122,13 @@ def override_paths(argv: Sequence[str]) -> list[str]:
   return [a[len("--config."):].split("=", 1)[0] for a in argv if a.startswith("--config.")]
 
 
-def _merge(preset, parsed, default):
-  """Copies onto `preset` every field where `parsed` differs from `default` (nested too)."""
+def merge_overrides(preset, parsed, default):
+  """Copies onto `preset` every field where `parsed` differs from `default` (nested too):
+  `--quick --config.x=v` runs the quick preset with x = v."""
   for key in parsed.keys():
     val = parsed[key]
     if hasattr(val, "keys") and key in preset and hasattr(preset[key], "keys"):
-      _merge(preset[key], val, default[key])
+      merge_overrides(preset[key], val, default[key])
     elif key not in default or val != default[key]:
       preset[key] = val
   return preset
@@ -140,7 +141,12 @@ def quick_config(spec: str, parsed, argv: Sequence[str]):
   default still wins over the quick preset's value)."""
   path = spec.partition(":")[0]
   preset = core_cli.load_config_file(f"{path}:quick")   # UserError if it has no quick variant
-  preset = _merge(preset, parsed, core_cli.load_config_file(spec))
+  preset = merge_overrides(preset, parsed, core_cli.load_config_file(spec))
+  return copy_named_fields(preset, parsed, argv)
+
+
+def copy_named_fields(preset, parsed, argv: Sequence[str]):
+  """Copies onto `preset` every field of `parsed` named as `--config.<path>` in `argv`."""
   for field in override_paths(argv):
     *parents, leaf = field.split(".")
     src, dst = parsed, preset
