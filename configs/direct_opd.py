@@ -40,24 +40,30 @@ def get_config(arg=None):
   c.carry_add_bug_rate = 0.4
   c.add_three_digits = 2
   c.mixture = (0.5, 0.5)
-  # Pretraining families: seed i uses family i % pretrain_seeds (each family = one pretraining
-  # run per size from its own PRNG key), so the CIs over seeds include pretraining noise. 2
-  # families (not one per seed) keep the full run inside the CPU budget; stated in the results.
-  c.pretrain_seeds = 2
-  # Pretraining (one run per size and family): the SAME budget for every size (steps x
-  # batch x lr), as in a model family trained on one corpus, so a size's base accuracy reflects
-  # what it can learn from that budget. (The first session gave small models more steps, which
-  # made every size converge and base accuracy flat across sizes, 0.33-0.36.)
-  c.pretrain_steps = ml_collections.ConfigDict({"xs": 1200, "s": 1200, "m": 1200, "l": 1200})
+  # Pretraining ladder: ONE pretraining family per seed (seed i's models of every size come from
+  # PRNG key fold_in(PRNGKey(seed), 100 + size index + 1000 i)), so the seeds are independent
+  # replicates of the whole pipeline (the earlier 2 families for 4 seeds were pseudo-replicates).
+  # Per-size lr and budget: larger models get a lower lr and more steps (at one shared lr 5e-3,
+  # one family of l diverged: final loss 0.306 vs 0.176, add_three base 0.05 vs 0.40).
+  c.pretrain_steps = ml_collections.ConfigDict({"xs": 1200, "s": 1200, "m": 1500, "l": 1800})
   c.pretrain_batch = ml_collections.ConfigDict({"xs": 64, "s": 64, "m": 64, "l": 64})
-  c.pretrain_lr = ml_collections.ConfigDict({"xs": 5e-3, "s": 5e-3, "m": 5e-3, "l": 5e-3})
+  c.pretrain_lr = ml_collections.ConfigDict({"xs": 5e-3, "s": 5e-3, "m": 3e-3, "l": 2e-3})
+  # Divergence rule (registered; lm.pretrain.diverged): a family whose final loss (mean of the
+  # last 20 steps) exceeds diverge_factor x the best family's at the same size is rerun with its
+  # lr halved, at most max_reruns times; every attempt is recorded (results JSON "pretrain").
+  c.diverge_factor = 1.5
+  c.max_reruns = 2
   # GRPO on the teacher (the recorded delta), and on every target as the ceiling. The ceiling is
-  # trained longer (grpo_ceiling_steps) and checked for a plateau (reward over the last quarter
-  # of training vs the quarter before, within ceiling_plateau_tol); a ceiling that is still
-  # rising, or that a transfer method beats, makes the recovery ratio "unreliable".
+  # trained in doublings ceiling_first_steps, 2x, 4x, ... and scored on validation prompts after
+  # each; it stops when the last doubling is flat (repro.flatness.last_doubling at
+  # ceiling_flat_delta) or at ceiling_max_steps. The sweep is the recovery claims' fair chance.
   c.grpo_steps = 150
-  c.grpo_ceiling_steps = 200
-  c.ceiling_plateau_tol = 0.02
+  c.ceiling_first_steps = 100
+  c.ceiling_max_steps = 800
+  c.ceiling_flat_delta = 0.02
+  # Training / validation prompts: eval_problems each, drawn with sample_train (never a
+  # held-out problem; same count as the held-out set, so one evaluation program serves all):
+  # beta is chosen on training prompts, the ceiling's flatness is judged on validation prompts.
   c.grpo_prompts = 8
   c.grpo_group = 8
   c.grpo_lr = 3e-4                      # 3e-3 collapsed xs (reward 0.41 -> 0.2): measured
@@ -81,7 +87,18 @@ def get_config(arg=None):
   # "k3" = the paper's sampled k3 (verl low_var_kl). k3 collapsed xs (reward 0.31 -> 0.81 -> 0.25,
   # KL 2.0 in 40 steps: its gradient is the forward KL's, which does not bound E_p[r]). Measured.
   c.kl_estimator = "full"
-  c.beta = 1.0                          # decode-time delta weight
+  # Decode-time delta weight: the spec's sweep; each size's beta is chosen on training prompts
+  # (repro.selection.pick_best), then evaluated on held-out problems. Folder mode (no training
+  # split of its own) uses `beta`.
+  c.betas = (0.5, 1.0, 1.5, 2.0)
+  c.beta = 1.0
+  c.top_k = 0                           # student top-k candidates (paper: 16; 0 = all V=32)
+  # Registered margins (accuracy points, fixed before the run; their why is in `claims`).
+  c.same_margin = 0.05
+  c.consistency_margin = 0.05
+  c.recovery_margin = 0.05
+  c.control_margin = 0.02
+  c.vanilla_min_effect = 0.02
   c.control_distill = True              # distil the shuffled delta too (fixed alpha), main task
   # main_task gets every method; the other task only base and the decode-time delta (+ the
   # teacher's GRPO), the distillation modes in control_modes, and the per-size GRPO ceiling
@@ -101,20 +118,20 @@ def get_config(arg=None):
     c.tasks = ("carry_add",)
     c.main_task = "carry_add"
     c.mixture = (1.0,)
-    c.pretrain_seeds = 2
     c.carry_add_digits = 2
     c.pretrain_steps = ml_collections.ConfigDict({"xs": 300, "s": 300})
     c.pretrain_batch = ml_collections.ConfigDict({"xs": 64, "s": 64})
     c.pretrain_lr = ml_collections.ConfigDict({"xs": 1e-2, "s": 1e-2})
     c.grpo_steps = 8
-    c.grpo_ceiling_steps = 8
+    c.ceiling_first_steps = 4
+    c.ceiling_max_steps = 8
+    c.betas = (0.5, 1.0)
     c.grpo_prompts = 4
     c.distill_steps = 8
     c.distill_prompts = 4
     c.eval_problems = 128
     c.control_distill = False
-    c.grpo_ceiling = False              # one compile fewer; the teacher's GRPO is still run
-    c.chunk = 8
+    c.chunk = 4
   return c
 
 
@@ -124,7 +141,7 @@ def validate(config) -> None:
     for f in ("pretrain_steps", "pretrain_batch", "pretrain_lr"):
       if size not in config[f] or config[f][size] <= 0:
         raise ValueError(f"config.{f}.{size} must be set and positive")
-  for f in ("num_seeds", "pretrain_seeds", "grpo_steps", "grpo_ceiling_steps", "grpo_prompts",
+  for f in ("num_seeds", "grpo_steps", "ceiling_first_steps", "ceiling_max_steps", "grpo_prompts",
             "grpo_group", "distill_steps", "distill_prompts", "distill_rollouts", "eval_problems",
             "chunk", "carry_add_digits", "add_three_digits"):
     if int(config[f]) <= 0:
@@ -147,13 +164,92 @@ def validate(config) -> None:
     raise ValueError(f"config.teacher={config.teacher!r} must be the first of config.sizes")
   if config.kl_estimator not in ("full", "k3"):
     raise ValueError(f"config.kl_estimator must be 'full' or 'k3', got {config.kl_estimator!r}")
-  if config.pretrain_seeds > config.num_seeds:
-    raise ValueError(f"config.pretrain_seeds={config.pretrain_seeds} exceeds config.num_seeds="
-                     f"{config.num_seeds} (a family no seed uses)")
-  if config.ceiling_plateau_tol < 0:
-    raise ValueError(f"config.ceiling_plateau_tol must be >= 0, got {config.ceiling_plateau_tol}")
+  if config.num_seeds < 2:
+    raise ValueError(f"config.num_seeds must be >= 2 (a CI over seeds), got {config.num_seeds}")
+  if config.ceiling_max_steps < config.ceiling_first_steps:
+    raise ValueError("config.ceiling_max_steps must be >= config.ceiling_first_steps")
+  if config.diverge_factor <= 1.0 or int(config.max_reruns) < 0:
+    raise ValueError(f"config.diverge_factor must be > 1 and config.max_reruns >= 0, got "
+                     f"{config.diverge_factor}, {config.max_reruns}")
+  if not config.betas or any(float(b) <= 0 for b in config.betas):
+    raise ValueError(f"config.betas must be a non-empty tuple of positive weights, got "
+                     f"{config.betas}")
+  if int(config.top_k) < 0:
+    raise ValueError(f"config.top_k must be >= 0 (0 = full vocabulary), got {config.top_k}")
+  for f in ("same_margin", "consistency_margin", "recovery_margin", "control_margin",
+            "vanilla_min_effect", "ceiling_flat_delta"):
+    if float(config[f]) <= 0:
+      raise ValueError(f"config.{f} must be > 0 (a registered margin), got {config[f]}")
   for m in config.control_modes:
     if m not in ("direct_opd", "direct_opd_fixed", "vanilla_opd"):
       raise ValueError(f"config.control_modes has unknown mode {m!r}")
   if config.estimator not in ("full", "sampled"):
     raise ValueError(f"config.estimator must be 'full' or 'sampled', got {config.estimator!r}")
+
+
+# ---- registered claims (judged by jaxrl_suite.repro; experiments/direct_opd.py `judge_claims`) --
+TRANSFER = {"direct_opd": "Direct-OPD distillation, adaptive alpha",
+            "direct_opd_fixed": "Direct-OPD distillation, alpha fixed at 1",
+            "decode": "decode-time delta, beta chosen on training prompts"}
+_SEL_BETA = "beta per size: best mean decode-time accuracy on training prompts (config.betas)"
+_SEL_NONE = "none (every number fixed in the config before the run)"
+
+
+def claims(config) -> list[dict]:
+  """The registered claims of the main task as plain dicts (Claim.from_dict): per size and
+  transfer form, unit = seed (one pretraining family, one teacher delta, one distillation run
+  and one evaluation draw per seed; pairs are taken within a seed)."""
+  t, others = config.teacher, [s for s in config.sizes if s != config.teacher]
+  out = [dict(
+      id="direct_opd.consistency.v2",
+      text=f"Direct-OPD on the teacher's own size ({t}) gives the same result as full RL "
+           "(alpha fixed at 1)",
+      paper="blog: 'exactly the same result as full RL' (a consistency check, not in the paper)",
+      statistic=f"held-out accuracy, Direct-OPD alpha=1 on {t} minus GRPO on {t}, per seed",
+      unit="seed", kind="equivalence", margin=float(config.consistency_margin),
+      why="at alpha = 1 and pi_S = pi_ref the objective's optimum is pi_RL (unit-tested); 5 "
+          "accuracy points is the largest gap we would still call 'the same result'",
+      selection=_SEL_NONE)]
+  for m, label in TRANSFER.items():
+    for s in others:
+      out.append(dict(
+          id=f"direct_opd.same_margin.{m}.{s}.v2",
+          text=f"almost the same margin at size {s} as at the teacher's size {t} ({label})",
+          paper="paper Table 1: +14.1 (1.7B), +5.1 (4B), +6.4 (7B)",
+          statistic=f"Delta_{s} - Delta_{t} per seed, Delta = acc(transfer) - acc(base) "
+                    "(paired TOST on the per-seed difference)",
+          unit="seed", kind="equivalence", margin=float(config.same_margin),
+          why="a fixed band of +-5 accuracy points, registered before the run and not scaled "
+              "with the noise (the old max(0.25 Delta_S, CI) rule widened with noise); the "
+              "paper's own margins differ by up to 9 points",
+          selection=_SEL_BETA if m == "decode" else _SEL_NONE))
+  for m in ("direct_opd", "direct_opd_fixed"):
+    for s in others:
+      out.append(dict(
+          id=f"direct_opd.recovery.{m}.{s}.v2",
+          text=f"delta transfer ({m}) is not worse than GRPO on {s} itself",
+          paper="paper: at matched RL steps, small-RL + transfer matches direct RL on R1-7B",
+          statistic=f"acc({m}, {s}) - acc(GRPO ceiling, {s}) per seed",
+          unit="seed", kind="non_inferiority", margin=float(config.recovery_margin),
+          why="5 accuracy points below the per-size RL ceiling still counts as matching it; "
+              "the ceiling must be flat on validation prompts for a negative verdict",
+          selection="GRPO ceiling budget: doubled until flat on validation prompts",
+          fair_chance=True, flat_delta=float(config.ceiling_flat_delta)))
+      out.append(dict(
+          id=f"direct_opd.vanilla_worse.{m}.{s}.v2",
+          text=f"vanilla OPD toward the small RL teacher is worse than {m} on {s}",
+          paper="paper: vanilla OPD drags R1-7B from 56.7 to ~50 (below the teacher)",
+          statistic=f"acc({m}, {s}) - acc(vanilla OPD, {s}) per seed",
+          unit="seed", kind="superiority", min_effect=float(config.vanilla_min_effect),
+          why="2 accuracy points: the smallest gap that changes which method one would use",
+          selection=_SEL_NONE))
+  out.append(dict(
+      id="direct_opd.shuffled_control.v2",
+      text="the shuffled-delta control gives no gain (decode time, mean over sizes)",
+      paper="spec section 1.3: a vocabulary-permuted delta keeps its size, loses its meaning",
+      statistic="acc(shuffled decode) - acc(base), mean over sizes, per seed",
+      unit="seed", kind="non_inferiority", better="lower", margin=float(config.control_margin),
+      why="a gain above 2 points from a meaningless delta would mean the margin is not the "
+          "delta's content",
+      selection=_SEL_BETA))
+  return out

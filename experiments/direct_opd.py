@@ -1,16 +1,19 @@
 r"""Reproduction: Direct-OPD, "RL once on a small model, transfer the delta to every size".
 
-Pipeline (per task; CarryAdd first, then the capacity-limited control task):
-  1. pretrain the sizes in config.sizes (full: s, m, l; one shared budget) on a task mixture
-     (orbax checkpoints cached in --workdir);
+Pipeline (per task; the main task first, then the flat-base control task):
+  1. pretraining ladder: one pretraining family per seed, per-size lr and budget
+     (configs/direct_opd.py); a family whose final loss exceeds diverge_factor x the best
+     family's is rerun with its lr halved (lm.pretrain.diverged; every attempt recorded);
   2. GRPO on the smallest model (the teacher) -> the recorded delta = (reference, RL) pair, one per
      seed;
-  3. for every size M: decode-time delta (log pi_M + beta r), Direct-OPD distillation into M's
-     weights on M's own rollouts, vanilla OPD toward the RL teacher, the shuffled-delta control,
-     and GRPO on M itself (the ceiling);
-  4. held-out accuracy (temperature-1 samples) with 95% CIs over seeds; margin Delta_M, gain over
-     headroom g_M, share of the RL ceiling rho_M, the pre-registered "same margin" test
-     |Delta_M - Delta_S| <= max(0.25 Delta_S, CI), accuracy vs sqrt(KL to the start), compute.
+  3. for every size M: decode-time delta (log pi_M + beta r, beta chosen per size on training
+     prompts from config.betas), Direct-OPD distillation into M's weights on M's own rollouts
+     (adaptive and fixed alpha; student top-k optional), vanilla OPD toward the RL teacher, the
+     shuffled-delta control, and GRPO on M itself (the ceiling), doubled until flat on
+     validation prompts (repro.flatness);
+  4. held-out accuracy (temperature-1 samples) per seed; every verdict from jaxrl_suite.repro on
+     the claims registered in configs/direct_opd.py `claims` (same margin = paired TOST on
+     Delta_M - Delta_S with a fixed margin; recovery = non-inferiority vs the flat ceiling).
 
 Run from the repo root:  python -m experiments.direct_opd [--quick] [--config.grpo_steps=...]
 
@@ -24,8 +27,8 @@ goes to workdirs/results_adhoc/direct_opd_folders.{json,md} and the distilled se
 <workdir>/folders/large_direct_opd_seed0 (a checkpoint folder).
 
 Every stage measures its own cost (wall seconds, compile seconds, analytic FLOPs) when it runs
-and stores it in --workdir with its output (pretrained checkpoints; per-task results keyed by a
-hash of the config), so an interrupted or re-run command resumes without recomputing and the
+and stores it in --workdir with its output (pretrained orbax checkpoints; per-task results in
+repro.stage_cache), so an interrupted or re-run command resumes without recomputing and the
 results still carry only numbers the script measured itself.
 """
 
@@ -37,18 +40,16 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import dataclasses  # noqa: E402
-import hashlib  # noqa: E402
 import json  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
-from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
 import numpy as np  # noqa: E402
 
+from configs import direct_opd as dopd_config  # noqa: E402
 from experiments import cli  # noqa: E402
 from jaxrl_suite.core import plotting  # noqa: E402
 from jaxrl_suite.core import results as results_lib  # noqa: E402
@@ -58,16 +59,18 @@ from jaxrl_suite.lm import grpo as lm_grpo  # noqa: E402
 from jaxrl_suite.lm import model as lm_model  # noqa: E402
 from jaxrl_suite.lm import pretrain as lm_pretrain  # noqa: E402
 from jaxrl_suite.lm import tasks as lm_tasks  # noqa: E402
+from jaxrl_suite.repro import Claim, claim_record  # noqa: E402
+from jaxrl_suite.repro import entry  # noqa: E402
+from jaxrl_suite.repro import flatness  # noqa: E402
+from jaxrl_suite.repro import intervals  # noqa: E402
+from jaxrl_suite.repro import selection as repro_selection  # noqa: E402
+from jaxrl_suite.repro import stage_cache  # noqa: E402
 
 NAME = "direct_opd"
 _CONFIG_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                             "configs", "direct_opd.py")
-cli.replace_flags(("config", "quick", "workdir", "results_dir", "pretrain_only", "small_dir",
-                   "small_rl_dir", "large_dir"))
-_CONFIG = config_flags.DEFINE_config_file("config", _CONFIG_PATH, "Experiment config.")
-_QUICK = flags.DEFINE_bool("quick", False, "Quick smoke-test mode (CI).")
-_WORKDIR = flags.DEFINE_string("workdir", os.path.join("workdirs", NAME), "Checkpoint cache.")
-_RESULTS = flags.DEFINE_string("results_dir", None, "Override the results directory.")
+FLAGS = entry.define_flags(NAME, _CONFIG_PATH)
+cli.replace_flags(("pretrain_only", "small_dir", "small_rl_dir", "large_dir"))
 _PRETRAIN_ONLY = flags.DEFINE_bool("pretrain_only", False, "Only pretrain (fill the cache).")
 _SMALL_DIR = flags.DEFINE_string(
     "small_dir", None, "Folder mode: the small teacher's reference checkpoint (a Hugging Face "
@@ -93,9 +96,10 @@ def make_tasks(config) -> dict[str, lm_tasks.AdditionTask]:
 
 
 # ---- evaluation ----------------------------------------------------------------------------------
-# One jitted program per (size, task): `direct_opd.evaluate` takes every parameter set, beta and
-# the vocabulary permutation as arguments, so base, decode-time delta, its shuffled control,
-# distilled students and GRPO models of one size share a single compilation.
+# One jitted program per (size, task): `direct_opd.evaluate` takes every parameter set, beta,
+# the vocabulary permutation and the problems as arguments, so base, decode-time delta at every
+# beta, its shuffled control, distilled students and GRPO models of one size, on held-out,
+# training and validation problems (same count), share a single compilation.
 _JIT_CACHE: dict = {}
 
 
@@ -116,451 +120,437 @@ def _num_params(size: str) -> int:
   return lm_model.num_params(shapes)
 
 
-# ---- the pipeline --------------------------------------------------------------------------------
-# Every stage measures its own cost when it runs: wall seconds of execution (`run_s`, compiled
-# ahead of time so XLA compilation is reported apart as `compile_s`) and analytic FLOPs. Stages
-# cached in --workdir keep the numbers measured by the run that filled the cache, so a resumed
-# run reports the same costs without any number typed in by hand.
-def family_of_seed(config) -> np.ndarray:
-  """Pretraining family used by each seed: seed i -> family i % config.pretrain_seeds."""
-  return np.arange(config.num_seeds) % config.pretrain_seeds
+# ---- 1. the pretraining ladder -------------------------------------------------------------------
+# Seed i's models of every size form pretraining family i (its own PRNG key), so every seed is an
+# independent replicate of the pipeline. The checkpoints are orbax folders in the workdir whose
+# names carry everything they depend on (task mixture, steps, batch, lr, seed, family).
+def _pretrain_one(config, tasks, workdir, i, size, f, lr) -> tuple[Any, dict]:
+  """One pretraining run (cached): (params, {"lr", "loss_last", "wall_s", "compile_s"})."""
+  cfg = lm_model.FAMILY[size]
+  like = lm_model.init_params(cfg, jax.random.PRNGKey(0))
+  tag = "_".join(f"{t.name}{t.num_digits}b{t.bug_rate:g}" for t in tasks.values())
+  steps, batch = config.pretrain_steps[size], config.pretrain_batch[size]
+  mix = "-".join(f"{w:g}" for w in config.mixture)
+  path = os.path.join(workdir, f"pretrain_{size}_{tag}_m{mix}_{steps}x{batch}_lr{lr:g}_"
+                               f"s{config.seed}" + (f"_f{f}" if f else ""))
+  info = {"lr": float(lr), "loss_last": None, "wall_s": 0.0, "compile_s": 0.0}
+  key = jax.random.fold_in(jax.random.PRNGKey(config.seed), 100 + i + 1000 * f)
+
+  def make():
+    timing, t0 = {}, time.time()
+    params, loss = lm_pretrain.pretrain(
+        cfg, list(tasks.values()), list(config.mixture), key, steps, batch, lr,
+        chunk=max(steps // 10, 1), timing=timing)
+    info.update(loss_last=float(np.mean(loss[-20:])), wall_s=time.time() - t0,
+                compile_s=timing["compile_s"])
+    return params
+
+  params, was_cached = lm_pretrain.cached(path, like, make)
+  if was_cached:
+    if not os.path.exists(path + ".json"):
+      raise FileNotFoundError(f"{path}.json (the measured cost of the cached checkpoint "
+                              f"{path}) is missing: delete the checkpoint and rerun")
+    with open(path + ".json") as fh:
+      info.update(json.load(fh))  # wall time and loss measured by the run that filled it
+  else:
+    with open(path + ".json", "w") as fh:
+      json.dump(info, fh)
+  info["cached"] = was_cached
+  return params, info
+
+
+def pretrain_size(config, tasks, workdir, i, size) -> tuple[Any, dict]:
+  """All families of one size with the divergence rule; (params [num_seeds, ...], info).
+
+  Rule (registered in the config): a family whose final loss exceeds config.diverge_factor x the
+  best family's (lm.pretrain.diverged) is rerun from the same key with its lr halved, at most
+  config.max_reruns times; the rerun replaces it. info["attempts"][f] lists every run of family
+  f (lr, final loss, diverged?), info["still_diverged"] the families the rule could not fix.
+  """
+  n = config.num_seeds
+  runs = [_pretrain_one(config, tasks, workdir, i, size, f, config.pretrain_lr[size])
+          for f in range(n)]
+  attempts = [[dict(r[1])] for r in runs]
+  while True:
+    bad = lm_pretrain.diverged([r[1]["loss_last"] for r in runs], config.diverge_factor)
+    for f in range(n):
+      attempts[f][-1]["diverged"] = bad[f]
+    retry = [f for f in range(n) if bad[f] and len(attempts[f]) <= config.max_reruns]
+    if not retry:
+      break
+    for f in retry:
+      runs[f] = _pretrain_one(config, tasks, workdir, i, size, f, runs[f][1]["lr"] / 2)
+      attempts[f].append(dict(runs[f][1]))
+  cfg = lm_model.FAMILY[size]
+  steps, batch = config.pretrain_steps[size], config.pretrain_batch[size]
+  ctx = max(t.prompt_len + t.response_len for t in tasks.values())
+  n_runs = sum(len(a) for a in attempts)
+  info = {"loss_last": [r[1]["loss_last"] for r in runs], "lr": [r[1]["lr"] for r in runs],
+          "attempts": attempts, "still_diverged": [f for f in range(n) if bad[f]],
+          "wall_s": float(sum(a["wall_s"] for at in attempts for a in at)),
+          "compile_s": float(sum(a["compile_s"] for at in attempts for a in at)),
+          "cached": all(a["cached"] for at in attempts for a in at),
+          "families": n, "family_of_seed": list(range(n)),
+          "num_params": lm_model.num_params(runs[0][0]), "steps": steps, "batch": batch,
+          "flops": 3.0 * steps * batch * ctx * lm_model.forward_flops_per_token(cfg, ctx) * n_runs}
+  stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *[r[0] for r in runs])
+  print(f"[pretrain] {size}: {info['num_params']} params x {n} families, cached="
+        f"{info['cached']}, wall={info['wall_s']:.1f}s, loss="
+        + "/".join(f"{x:.4f}" for x in info["loss_last"]) + f", reruns={n_runs - n}", flush=True)
+  return stacked, info
 
 
 def pretrain_family(config, tasks, workdir) -> dict[str, Any]:
-  """Pretrains config.pretrain_seeds families (one run per size each, cached in workdir).
-
-  Returns {size: (params stacked over seeds [num_seeds, ...] (seed i holds family
-  family_of_seed(config)[i]), info)}; info["loss_last"] etc. are lists over families. Family 0
-  uses the key of the earlier single-family runs (fold_in(seed, 100 + size index)).
-  """
-  out = {}
-  fam = family_of_seed(config)
-  for i, size in enumerate(config.sizes):
-    cfg = lm_model.FAMILY[size]
-    like = lm_model.init_params(cfg, jax.random.PRNGKey(0))
-    tag = "_".join(f"{t.name}{t.num_digits}b{t.bug_rate:g}" for t in tasks.values())
-    steps, batch = config.pretrain_steps[size], config.pretrain_batch[size]
-    lr = config.pretrain_lr[size]
-    mix = "-".join(f"{w:g}" for w in config.mixture)
-    infos, members = [], []
-    for f in range(config.pretrain_seeds):
-      path = os.path.join(workdir, f"pretrain_{size}_{tag}_m{mix}_{steps}x{batch}_lr{lr:g}_"
-                                   f"s{config.seed}" + (f"_f{f}" if f else ""))
-      info = {"loss_last": None, "wall_s": 0.0, "compile_s": 0.0}
-      key = jax.random.fold_in(jax.random.PRNGKey(config.seed), 100 + i + 1000 * f)
-
-      def make(key=key, info=info):
-        timing = {}
-        t0 = time.time()
-        params, loss = lm_pretrain.pretrain(
-            cfg, list(tasks.values()), list(config.mixture), key, steps, batch, lr,
-            chunk=max(steps // 10, 1), timing=timing)
-        info["loss_last"] = float(np.mean(loss[-20:]))
-        info["wall_s"] = time.time() - t0  # stage wall (compile included)
-        info["compile_s"] = timing["compile_s"]
-        return params
-
-      params, was_cached = lm_pretrain.cached(path, like, make)
-      info_path = path + ".json"
-      if was_cached:
-        if not os.path.exists(info_path):
-          raise FileNotFoundError(f"{info_path} (the measured cost of the cached checkpoint "
-                                  f"{path}) is missing: delete the checkpoint and rerun")
-        with open(info_path) as fh:
-          info.update(json.load(fh))  # wall time and loss measured by the run that filled it
-      else:
-        with open(info_path, "w") as fh:
-          json.dump(info, fh)
-      info["cached"] = was_cached
-      infos.append(info)
-      members.append(params)
-    stacked = jax.tree.map(lambda *xs: jnp.stack([xs[j] for j in fam]), *members)
-    info = {"loss_last": [x["loss_last"] for x in infos],
-            "wall_s": float(sum(x["wall_s"] for x in infos)),
-            "compile_s": float(sum(x["compile_s"] for x in infos)),
-            "cached": all(x["cached"] for x in infos), "families": config.pretrain_seeds,
-            "family_of_seed": fam.tolist(), "num_params": lm_model.num_params(members[0])}
-    ctx = max(t.prompt_len + t.response_len for t in tasks.values())
-    info["flops"] = (3.0 * steps * batch * ctx * lm_model.forward_flops_per_token(cfg, ctx)
-                     * config.pretrain_seeds)
-    info.update(steps=steps, batch=batch, lr=lr)
-    out[size] = (stacked, info)
-    print(f"[pretrain] {size}: {info['num_params']} params x {config.pretrain_seeds} families, "
-          f"cached={info['cached']}, wall={info['wall_s']:.1f}s, loss="
-          + "/".join(f"{x:.4f}" for x in info["loss_last"]), flush=True)
-  return out
+  """{size: (params stacked over seeds [num_seeds, ...], info)} (seed i = family i)."""
+  return {size: pretrain_size(config, tasks, workdir, i, size)
+          for i, size in enumerate(config.sizes)}
 
 
+# ---- 2-3. one task: teacher RL, transfer rows, ceilings ------------------------------------------
 # Distillation rows: result name -> (direct_opd.train mode, adaptive alpha?). The shuffled
 # control runs at fixed alpha, so it is compared with direct_opd_fixed on equal terms.
 DISTILL_MODES = {"direct_opd": ("direct_opd", True), "direct_opd_fixed": ("direct_opd", False),
                  "vanilla_opd": ("vanilla_opd", None), "shuffled_opd": ("shuffled", False)}
 
 
-def run_task(config, task, family, seed_keys) -> dict[str, Any]:
-  """All methods on one task; returns a nested dict of per-seed numbers and measured costs.
+@dataclasses.dataclass
+class TaskRun:
+  """Everything the stages of one task share (built once by `_setup`); `out` collects results."""
+  config: Any
+  task: Any
+  family: dict
+  seed_keys: Any
+  problems: dict        # {"heldout" | "training" | "validation": int32 [N, operands]}
+  eval_keys: Any
+  teacher_cfg: Any
+  ref: Any
+  gcfg: Any
+  dcfg: Any
+  perm: Any
+  out: dict
+  rl: Any = None
+  full: bool = True     # the main task gets every method; the other fewer
 
-  family[size][0] carries a leading seed axis (seed i's pretrained model), so the teacher's
-  reference, every student's start and every KL anchor are per seed.
-  """
-  n = config.num_seeds
-  t_task = time.time()
-  ops = jnp.asarray(task.heldout_set(config.eval_problems, seed=1000 + config.seed))
-  temp = config.eval_temperature
-  ek = jax.vmap(lambda k: jax.random.fold_in(k, 7))(seed_keys)  # evaluation keys per seed
-  teacher_cfg = lm_model.FAMILY[config.teacher]
-  ref = family[config.teacher][0]
-  gcfg = lm_grpo.GRPOConfig(steps=config.grpo_steps, prompts_per_step=config.grpo_prompts,
-                            group_size=config.grpo_group, lr=config.grpo_lr,
-                            kl_coef=config.grpo_kl)
-  ceil_cfg = dataclasses.replace(gcfg, steps=config.grpo_ceiling_steps)
-  dcfg = direct_opd.DistillConfig(
-      kl_estimator=config.kl_estimator, steps=config.distill_steps,
-      prompts_per_step=config.distill_prompts, rollouts_per_prompt=config.distill_rollouts,
-      lr=config.distill_lr, alpha_init=config.alpha_init, alpha_min=config.alpha_min,
-      alpha_max=config.alpha_max, alpha_eps=config.alpha_eps, estimator=config.estimator)
-  perm = direct_opd.control_permutation(jax.random.PRNGKey(config.seed + 99))
-  ident = jnp.arange(teacher_cfg.vocab_size)
+
+def _setup(config, task, family, seed_keys) -> TaskRun:
+  n = config.eval_problems
+  base_key = jax.random.PRNGKey(config.seed)
+  problems = {"heldout": jnp.asarray(task.heldout_set(n, seed=1000 + config.seed)),
+              "training": task.sample_train(jax.random.fold_in(base_key, 555), n),
+              "validation": task.sample_train(jax.random.fold_in(base_key, 556), n)}
+  gcfg, dcfg = _rl_configs(config)
   out = {"acc": {}, "sqrt_kl": {}, "wall_s": {}, "compile_s": {}, "flops": {}, "curves": {},
-         "eval_wall_s": 0.0, "grpo_flops_at_teacher_steps": {}}
+         "eval_wall_s": 0.0, "grpo_flops_at_teacher_steps": {}, "beta_train": {}, "beta": {},
+         "ceiling": {}}
+  return TaskRun(config, task, family, seed_keys, problems,
+                 jax.vmap(lambda k: jax.random.fold_in(k, 7))(seed_keys),
+                 lm_model.FAMILY[config.teacher], family[config.teacher][0], gcfg, dcfg,
+                 direct_opd.control_permutation(jax.random.PRNGKey(config.seed + 99)), out,
+                 full=task.name == config.main_task)
 
-  def put(kind, method, size, value):
-    out[kind].setdefault(method, {})[size] = np.asarray(value).tolist()
 
-  # Teacher RL: the recorded delta is (ref[seed], rl[seed]).
+def _put(run: TaskRun, kind, method, size, value):
+  run.out[kind].setdefault(method, {})[size] = np.asarray(value).tolist()
+
+
+def _evaluate(run: TaskRun, size, method, p, beta=0.0, perm=None, split="heldout"):
+  """Per-seed accuracy of `p` (with the delta at weight beta) on `split`; held-out rows are
+  stored under out["acc"][method][size] (and their sqrt KL to the start)."""
+  start = run.family[size][0]
+  perm = jnp.arange(run.teacher_cfg.vocab_size) if perm is None else perm
+  ev = evaluator(lm_model.FAMILY[size], run.teacher_cfg, run.task, run.config.eval_temperature)
+  t0 = time.time()
+  acc, kl = ev(p, start, run.ref, run.rl, jnp.float32(beta), perm, run.problems[split],
+               run.eval_keys)
+  acc = np.asarray(acc, np.float64)
+  run.out["eval_wall_s"] += time.time() - t0
+  if split == "heldout":
+    _put(run, "acc", method, size, acc)
+    _put(run, "sqrt_kl", method, size, np.sqrt(np.maximum(np.asarray(kl), 0.0)))
+  return acc
+
+
+def _teacher_rl(run: TaskRun) -> None:
+  """GRPO on the teacher: the recorded delta is (ref[seed], rl[seed])."""
   timing = {}
-  rl, m = lm_grpo.train(teacher_cfg, ref, task, gcfg, seed_keys, config.chunk,
-                        desc=f"grpo {config.teacher} {task.name}", params_per_seed=True,
-                        timing=timing)
-  teacher_cost = {"wall_s": timing["run_s"], "compile_s": timing["compile_s"],
-                  "flops": lm_grpo.train_flops(teacher_cfg, task, gcfg)}
-  out["curves"]["teacher_grpo_reward"] = m["reward"].mean(0).tolist()
-  full = task.name == config.main_task  # the main task gets every baseline; the other fewer
+  run.rl, m = lm_grpo.train(run.teacher_cfg, run.ref, run.task, run.gcfg, run.seed_keys,
+                            run.config.chunk, desc=f"grpo {run.config.teacher} {run.task.name}",
+                            params_per_seed=True, timing=timing)
+  run.out["teacher_rl"] = {"wall_s": timing["run_s"], "compile_s": timing["compile_s"],
+                           "flops": lm_grpo.train_flops(run.teacher_cfg, run.task, run.gcfg)}
+  run.out["curves"]["teacher_grpo_reward"] = m["reward"].mean(0).tolist()
 
+
+def beta_selection(run: TaskRun, size) -> repro_selection.Selection:
+  """Decode-time accuracy at every beta of config.betas on TRAINING prompts; the best one."""
+  scores = {f"{b:g}": _evaluate(run, size, "decode", run.family[size][0], b, split="training")
+            for b in run.config.betas}
+  run.out["beta_train"][size] = {k: v.tolist() for k, v in scores.items()}
+  sel = repro_selection.pick_best(f"beta ({size})", scores, data=_BETA_DATA)
+  run.out["beta"][size] = float(sel.choice)
+  return sel
+
+
+_BETA_DATA = "decode-time accuracy on eval_problems training prompts (sample_train) per seed"
+
+
+def _distill(run: TaskRun, size, mode) -> None:
+  c, cfg = run.config, lm_model.FAMILY[size]
+  timing, (train_mode, adaptive) = {}, DISTILL_MODES[mode]
+  student, m = direct_opd.train(
+      cfg, run.family[size][0], direct_opd.DeltaPair(run.teacher_cfg, run.ref, run.rl),
+      run.task, run.dcfg, jax.vmap(lambda k: jax.random.fold_in(k, 11))(run.seed_keys),
+      mode=train_mode, perm=run.perm, start_per_seed=True, chunk=c.chunk,
+      desc=f"{mode} {size} {run.task.name}", timing=timing, adaptive=adaptive)
+  _put(run, "wall_s", mode, size, timing["run_s"])
+  _put(run, "compile_s", mode, size, timing["compile_s"])
+  _put(run, "flops", mode, size, direct_opd.train_flops(
+      cfg, run.teacher_cfg, run.task, run.dcfg,
+      "vanilla_opd" if mode == "vanilla_opd" else "direct_opd"))
+  run.out["curves"][f"{mode}_{size}_reward"] = m["reward"].mean(0).tolist()
+  if train_mode != "vanilla_opd":
+    run.out["curves"][f"{mode}_{size}_alpha"] = m["alpha"].mean(0).tolist()
+  _evaluate(run, size, mode, student)
+
+
+def ceiling_sweep(run: TaskRun, size) -> Any:
+  """GRPO on `size` itself in doublings b, 2b, 4b, ... (b = config.ceiling_first_steps), scored
+  on validation prompts after each; stops once the last doubling is flat or degrading
+  (repro.flatness.last_doubling at config.ceiling_flat_delta) or at config.ceiling_max_steps.
+  One optimiser state runs through (no restart): budget k is the same run as budget k-1, longer.
+  Returns the final params [S, ...]; the sweep goes to out["ceiling"][size]."""
+  c, cfg = run.config, lm_model.FAMILY[size]
+  init, step = lm_grpo.make_step(cfg, run.task, run.gcfg)
+  params = run.family[size][0]
+  state = jax.vmap(init)(params, params)
+  keys = jax.vmap(lambda k: jax.random.fold_in(k, 13))(run.seed_keys)
+  budgets, scores, reward, cost = [], [], [], {"wall_s": 0.0, "compile_s": 0.0}
+  done, budget, flat = 0, int(c.ceiling_first_steps), None
+  while True:
+    timing = {}
+    seg = jax.vmap(lambda k: jax.random.fold_in(k, done))(keys)  # fresh stream per segment
+    state, m = lm_grpo.run_seeds(step, state, seg, budget - done, c.chunk,
+                                 f"grpo {size} {run.task.name} ->{budget}", timing=timing)
+    cost["wall_s"] += timing["run_s"]
+    cost["compile_s"] += timing["compile_s"]
+    reward += m["reward"].mean(0).tolist()
+    done = budget
+    budgets.append(budget)
+    scores.append(_evaluate(run, size, "grpo", state[0], split="validation").tolist())
+    if len(budgets) >= 2:
+      flat = flatness.last_doubling(scores, budgets, c.ceiling_flat_delta)
+      if flat.state in ("flat", "degrading"):
+        break
+    if 2 * budget > c.ceiling_max_steps:
+      break
+    budget *= 2
+  gcfg = dataclasses.replace(run.gcfg, steps=done)
+  _put(run, "wall_s", "grpo", size, cost["wall_s"])
+  _put(run, "compile_s", "grpo", size, cost["compile_s"])
+  _put(run, "flops", "grpo", size, lm_grpo.train_flops(cfg, run.task, gcfg))
+  run.out["curves"][f"grpo_{size}_reward"] = reward
+  run.out["grpo_flops_at_teacher_steps"][size] = lm_grpo.train_flops(cfg, run.task, run.gcfg)
+  run.out["ceiling"][size] = {"budgets": budgets, "val_scores": scores,
+                              "state": flat.state if flat else "unknown",
+                              "reason": flat.reason if flat else "one budget only"}
+  return state[0]
+
+
+def run_size(run: TaskRun, size) -> None:
+  """Every row of one size: base, decode-time delta (beta chosen on training prompts) and its
+  shuffled control, the distillation modes, and the GRPO ceiling."""
+  c, params = run.config, run.family[size][0]
+  _evaluate(run, size, "base", params)
+  beta = float(beta_selection(run, size).choice)
+  _evaluate(run, size, "decode", params, beta)
+  if run.full:
+    _evaluate(run, size, "decode_shuffled", params, beta, run.perm)
+  modes = (["direct_opd", "direct_opd_fixed", "vanilla_opd"] if run.full
+           else list(c.control_modes)) + (
+      ["shuffled_opd"] if c.control_distill and run.full else [])
+  for mode in modes:
+    _distill(run, size, mode)
+  if size == c.teacher:  # the teacher's own run is its ceiling
+    for k in ("wall_s", "compile_s", "flops"):
+      _put(run, k, "grpo", size, run.out["teacher_rl"][k])
+    run.out["curves"][f"grpo_{size}_reward"] = run.out["curves"]["teacher_grpo_reward"]
+    run.out["grpo_flops_at_teacher_steps"][size] = run.out["teacher_rl"]["flops"]
+    _evaluate(run, size, "grpo", run.rl)
+  elif (run.full and c.grpo_ceiling) or (not run.full and c.control_ceiling):
+    _evaluate(run, size, "grpo", ceiling_sweep(run, size))
+  acc = run.out["acc"]
+  print(f"[{run.task.name}] {size}: " + ", ".join(
+      f"{k}={np.mean(acc[k][size]):.3f}" for k in acc if size in acc[k]), flush=True)
+
+
+def run_task(config, task, family, seed_keys) -> dict[str, Any]:
+  """All methods on one task: a JSON-able dict of per-seed numbers and measured costs.
+  family[size][0] carries a leading seed axis (seed i's pretrained model)."""
+  t0 = time.time()
+  run = _setup(config, task, family, seed_keys)
+  _teacher_rl(run)
   for size in config.sizes:
-    cfg = lm_model.FAMILY[size]
-    params = family[size][0]  # [S, ...]
-    ev = evaluator(cfg, teacher_cfg, task, temp)
-
-    def evaluate(method, p, beta=0.0, pm=ident):
-      t0 = time.time()
-      acc, kl = ev(p, params, ref, rl, jnp.float32(beta), pm, ops, ek)
-      put("acc", method, size, acc)
-      put("sqrt_kl", method, size, np.sqrt(np.maximum(np.asarray(kl), 0.0)))
-      out["eval_wall_s"] += time.time() - t0
-
-    evaluate("base", params)
-    evaluate("decode", params, config.beta)
-    if full:
-      evaluate("decode_shuffled", params, config.beta, perm)
-    modes = (["direct_opd", "direct_opd_fixed", "vanilla_opd"] if full
-             else list(config.control_modes)) + (
-        ["shuffled_opd"] if config.control_distill and full else [])
-    for mode in modes:
-      timing = {}
-      train_mode, adaptive = DISTILL_MODES[mode]
-      student, m = direct_opd.train(
-          cfg, params, direct_opd.DeltaPair(teacher_cfg, ref, rl), task, dcfg,
-          jax.vmap(lambda k: jax.random.fold_in(k, 11))(seed_keys), mode=train_mode,
-          perm=perm, start_per_seed=True, chunk=config.chunk, desc=f"{mode} {size} {task.name}",
-          timing=timing, adaptive=adaptive)
-      put("wall_s", mode, size, timing["run_s"])
-      put("compile_s", mode, size, timing["compile_s"])
-      put("flops", mode, size, direct_opd.train_flops(
-          cfg, teacher_cfg, task, dcfg, "vanilla_opd" if mode == "vanilla_opd" else "direct_opd"))
-      out["curves"][f"{mode}_{size}_reward"] = m["reward"].mean(0).tolist()
-      if train_mode != "vanilla_opd":
-        out["curves"][f"{mode}_{size}_alpha"] = m["alpha"].mean(0).tolist()
-      evaluate(mode, student)
-    # GRPO ceiling on M itself (the teacher's own run for the teacher size), trained for
-    # grpo_ceiling_steps so it can plateau.
-    if size == config.teacher:
-      ceil, cost = rl, teacher_cost
-      out["curves"][f"grpo_{size}_reward"] = out["curves"]["teacher_grpo_reward"]
-      out["grpo_flops_at_teacher_steps"][size] = teacher_cost["flops"]
-    elif (full and config.grpo_ceiling) or (not full and config.control_ceiling):
-      timing = {}
-      ceil, m = lm_grpo.train(cfg, params, task, ceil_cfg,
-                              jax.vmap(lambda k: jax.random.fold_in(k, 13))(seed_keys),
-                              config.chunk, desc=f"grpo {size} {task.name}",
-                              params_per_seed=True, timing=timing)
-      cost = {"wall_s": timing["run_s"], "compile_s": timing["compile_s"],
-              "flops": lm_grpo.train_flops(cfg, task, ceil_cfg)}
-      out["curves"][f"grpo_{size}_reward"] = m["reward"].mean(0).tolist()
-      # GRPO's cost at the teacher's step count (the paper compares at matched RL steps).
-      out["grpo_flops_at_teacher_steps"][size] = lm_grpo.train_flops(cfg, task, gcfg)
-    else:
-      ceil = None
-    if ceil is not None:
-      for k in ("wall_s", "compile_s", "flops"):
-        put(k, "grpo", size, cost[k])
-      evaluate("grpo", ceil)
-    print(f"[{task.name}] {size}: " + ", ".join(
-        f"{k}={np.mean(out['acc'][k][size]):.3f}" for k in out["acc"] if size in out["acc"][k]),
-          flush=True)
-  out["teacher_rl"] = teacher_cost
-  out["task_wall_s"] = time.time() - t_task
-  return out
+    run_size(run, size)
+  run.out["task_wall_s"] = time.time() - t0
+  return results_lib._to_jsonable(run.out)
 
 
-def config_hash(config) -> str:
-  """Short hash of the config (keys the cached per-task results in the workdir)."""
-  blob = json.dumps(results_lib._to_jsonable(config), sort_keys=True)
-  return hashlib.sha256(blob.encode()).hexdigest()[:12]
+def task_stage(config, task, family, seed_keys, pre, workdir) -> tuple[dict, bool, float]:
+  """run_task through repro.stage_cache: (value, hit, wall seconds when it ran). The key holds
+  the config and the pretrained checkpoints it starts from (final losses and lrs per family)."""
+  key = {"config": config, "task": task.name,
+         "pretrain": {s: {"loss_last": p["loss_last"], "lr": p["lr"]} for s, p in pre.items()}}
+  r = stage_cache.run_stage(f"task_{task.name}", key,
+                            lambda: run_task(config, task, family, seed_keys), workdir)
+  return r.value, r.hit, r.wall_s
 
 
-def run_task_cached(config, task, family, seed_keys, workdir) -> tuple[dict, bool]:
-  """run_task, or its stored output (with the costs it measured) for the same config."""
-  path = os.path.join(workdir, f"task_{task.name}_{config_hash(config)}.json")
-  if os.path.exists(path):
-    with open(path) as f:
-      return json.load(f), True
-  res = results_lib._to_jsonable(run_task(config, task, family, seed_keys))
-  tmp = path + ".tmp"
-  with open(tmp, "w") as f:  # saved before analysis, so an analysis bug loses no compute
-    json.dump(res, f)
-  os.replace(tmp, path)
-  return res, False
+# ---- 4. analysis: descriptive figures and the registered claims ----------------------------------
+TRANSFER = tuple(dopd_config.TRANSFER)  # rows with a margin Delta_M
 
 
-# ---- analysis ------------------------------------------------------------------------------------
-TRANSFER = ("decode", "direct_opd", "direct_opd_fixed")  # rows with a margin Delta_M
+def _acc(r) -> dict:
+  return {k: {s: np.asarray(v, np.float64) for s, v in d.items()} for k, d in r["acc"].items()}
 
 
-def plateaued(curve, tol: float) -> tuple[bool, float]:
-  """(still flat?, rise): rise = mean reward over the last quarter of training minus the mean
-  over the quarter before; plateaued iff rise <= tol."""
-  c = np.asarray(curve, np.float64)
-  q = max(len(c) // 4, 1)
-  rise = float(c[-q:].mean() - c[-2 * q:-q].mean()) if len(c) >= 2 * q else float("nan")
-  return bool(np.isfinite(rise) and rise <= tol), rise
+def base_rises(sizes, acc) -> tuple[bool, str]:
+  """Does base accuracy rise with size? Mean base accuracy non-decreasing over the ladder and
+  the paired 95% CI of base(largest) - base(smallest) above 0 (one pair per seed)."""
+  means = [float(acc["base"][s].mean()) for s in sizes]
+  iv = intervals.paired_difference(acc["base"][sizes[-1]], acc["base"][sizes[0]])
+  ok = all(b >= a for a, b in zip(means, means[1:])) and iv.lo > 0
+  return bool(ok), (f"base accuracy {' / '.join(f'{s} {m:.3f}' for s, m in zip(sizes, means))}"
+                    f"; largest - smallest {iv.estimate:+.3f} [{iv.lo:+.3f}, {iv.hi:+.3f}]")
 
 
-def ceiling_status(config, r, acc, size) -> tuple[bool, str]:
-  """Is the GRPO ceiling at `size` usable for recovery ratios? (reliable, reason)."""
-  if size not in acc.get("grpo", {}):
-    return False, "no ceiling run"
-  flat, rise = plateaued(r["curves"].get(f"grpo_{size}_reward", []), config.ceiling_plateau_tol)
-  beaten = [m for m in TRANSFER if size in acc.get(m, {})
-            and acc[m][size].mean() > acc["grpo"][size].mean()]
-  if not flat:
-    return False, f"still rising ({rise:+.3f} over the last quarter)"
-  if beaten:
-    return False, "beaten by " + "/".join(beaten)
-  return True, f"plateaued ({rise:+.3f} over the last quarter)"
+def beta_selections(r) -> dict[str, repro_selection.Selection]:
+  """The per-size beta choices, recomputed from the stored training-prompt scores."""
+  return {s: repro_selection.pick_best(f"beta ({s})", scores, data=_BETA_DATA)
+          for s, scores in r.get("beta_train", {}).items()}
 
 
-def _same_margin_verdict(per, teacher, others, informative):
-  n_same = sum(per[s]["same_margin"] for s in others)
-  if not informative or per[teacher]["delta_ci"][0] <= 0:
-    return n_same, "inconclusive"
-  return n_same, ("reproduced" if n_same == len(others) else
-                  "partly reproduced" if n_same else "not reproduced")
+def _margin(acc, method, size) -> np.ndarray:
+  return acc[method][size] - acc["base"][size]
+
+
+def _same_margin_row(cl, config, acc, sels, rising):
+  method, size = cl.id.split(".")[2:4]
+  t = config.teacher
+  a, b = _margin(acc, method, size), _margin(acc, method, t)
+  teacher = intervals.paired_difference(acc[method][t], acc["base"][t])
+  why = None
+  if not rising[0]:
+    why = f"base accuracy does not rise with size, so equal margins are built in ({rising[1]})"
+  elif teacher.lo <= 0:
+    why = (f"the teacher's own margin is not shown ({teacher.estimate:+.3f} "
+           f"[{teacher.lo:+.3f}, {teacher.hi:+.3f}]): there is no margin to transfer")
+  sel = [sels[size], sels[t]] if method == "decode" else None
+  row = claim_record(cl, a, b, selection=sel, cannot_express=why)
+  row["note"] = (f"Delta_{size} {a.mean():+.3f}, Delta_{t} {b.mean():+.3f}"
+                 + (f"; beta {sels[size].choice} / {sels[t].choice}" if sel else ""))
+  return row
+
+
+def _recovery_row(cl, config, acc, r):
+  method, size = cl.id.split(".")[2:4]
+  ceil = r["ceiling"][size]
+  gain = intervals.paired_difference(acc["grpo"][size], acc["base"][size])
+  why = None if gain.lo > 0 else (
+      f"GRPO on {size} shows no gain over base ({gain.estimate:+.3f} [{gain.lo:+.3f}, "
+      f"{gain.hi:+.3f}]): no ceiling to recover")
+  sweep = ({"scores": ceil["val_scores"], "budgets": ceil["budgets"]}
+           if len(ceil["budgets"]) >= 2 else None)
+  row = claim_record(cl, acc[method][size], acc["grpo"][size], sweep=sweep, cannot_express=why)
+  cost = np.mean(r["flops"][method][size]) / r["grpo_flops_at_teacher_steps"][size]
+  row["note"] = (f"ceiling {ceil['state']} at {ceil['budgets'][-1]} steps; FLOPs transfer / "
+                 f"GRPO at the teacher's {config.grpo_steps} steps {cost:.2f}")
+  return row
+
+
+def judge_claims(config, r) -> list[dict]:
+  """One row per claim registered in configs/direct_opd.py `claims` (main task): per-seed
+  samples, the beta selections, and the ceiling's budget sweep on validation prompts."""
+  acc, sizes, t = _acc(r), list(config.sizes), config.teacher
+  rising, sels = base_rises(sizes, acc), beta_selections(r)
+  rows = []
+  for cl in [Claim.from_dict(d) for d in dopd_config.claims(config)]:
+    kind = cl.id.split(".")[1]
+    if kind == "consistency":
+      gain = intervals.paired_difference(acc["grpo"][t], acc["base"][t])
+      why = None if gain.lo > 0 else (f"RL gave the teacher no significant gain "
+                                      f"({gain.estimate:+.3f} [{gain.lo:+.3f}, {gain.hi:+.3f}])")
+      row = claim_record(cl, acc["direct_opd_fixed"][t], acc["grpo"][t], cannot_express=why)
+    elif kind == "same_margin":
+      row = _same_margin_row(cl, config, acc, sels, rising)
+    elif kind == "recovery":
+      row = _recovery_row(cl, config, acc, r)
+    elif kind == "vanilla_worse":
+      method, size = cl.id.split(".")[2:4]
+      row = claim_record(cl, acc[method][size], acc["vanilla_opd"][size])
+    else:  # shuffled control: mean over sizes per seed
+      a = np.mean([acc["decode_shuffled"][s] for s in sizes], 0)
+      b = np.mean([acc["base"][s] for s in sizes], 0)
+      real = intervals.paired_difference(np.mean([acc["decode"][s] for s in sizes], 0), b)
+      why = None if real.lo > 0 else "the real delta gives no significant gain either"
+      row = claim_record(cl, a, b, selection=list(sels.values()), cannot_express=why)
+    row["claim_id"] = cl.id
+    rows.append(row)
+  return rows
+
+
+def _fmt(x) -> str:
+  m, lo, hi = stats.mean_ci(np.asarray(x, np.float64))
+  return f"{m:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def accuracy_table(config, task_name, acc) -> list[str]:
+  methods = [m for m in METHODS if m in acc]
+  md = [f"### Task `{task_name}`: held-out accuracy (mean [95% CI] over {config.num_seeds} "
+        f"seeds, {config.eval_problems} problems each)\n",
+        "| size | params | " + " | ".join(methods) + " |", "|---" * (len(methods) + 2) + "|"]
+  for s in config.sizes:
+    cells = [_fmt(acc[m][s]) if s in acc[m] else "–" for m in methods]
+    md.append(f"| {s} | {_num_params(s)} | " + " | ".join(cells) + " |")
+  return md + [""]
+
+
+def margin_table(config, r, acc) -> list[str]:
+  md = ["| size | method | margin Δ_M [95% CI] | g_M = Δ/(1-acc) | √KL to start | beta | "
+        "wall s (transfer / GRPO) | GFLOPs (transfer / GRPO) |", "|---" * 8 + "|"]
+  for method in [m for m in TRANSFER if m in acc]:
+    for s in [x for x in config.sizes if x in acc[method]]:
+      d = _margin(acc, method, s)
+      g = d.mean() / max(1.0 - acc["base"][s].mean(), 1e-6)
+      get = lambda k, m: np.mean(r[k].get(m, {}).get(s, np.nan))
+      beta = r["beta"].get(s, float("nan")) if method == "decode" else float("nan")
+      md.append(f"| {s} | {method} | {_fmt(d)} | {g:+.3f} | "
+                f"{np.mean(r['sqrt_kl'].get(method, {}).get(s, np.nan)):.3f} | {beta:g} | "
+                f"{get('wall_s', method):.0f} / {get('wall_s', 'grpo'):.0f} | "
+                f"{get('flops', method) / 1e9:.1f} / {get('flops', 'grpo') / 1e9:.1f} |")
+  return md + [""]
 
 
 def analyse(config, res) -> tuple[list, dict, str]:
-  """Margins, same-margin test, recovery, cost; returns (claims, summary payload, markdown)."""
-  sizes, teacher = list(config.sizes), config.teacher
-  others = [s for s in sizes if s != teacher]
-  claims, summary, md = [], {}, []
+  """(claim rows of the main task, summary payload, markdown of every task)."""
+  sizes, claims, summary, md = list(config.sizes), [], {}, []
   for task_name, r in res.items():
-    acc = {k: {s: np.asarray(v) for s, v in d.items()} for k, d in r["acc"].items()}
-    per = {}
-    ceil = {s: ceiling_status(config, r, acc, s) for s in sizes}
-    for method in [m for m in TRANSFER if m in acc]:
-      per[method] = {}
-      for s in sizes:
-        if s not in acc[method]:
-          continue
-        base, x = acc["base"][s], acc[method][s]
-        dm, dlo, dhi = stats.mean_ci(x - base)
-        head = max(1.0 - base.mean(), 1e-6)
-        ceil_gain = (acc["grpo"][s].mean() - base.mean()) if s in acc.get("grpo", {}) \
-            else float("nan")
-        per[method][s] = {"delta": dm, "delta_ci": [dlo, dhi], "half": (dhi - dlo) / 2,
-                          "g": dm / head,
-                          "rho": dm / ceil_gain if abs(ceil_gain) > 1e-9 else float("nan"),
-                          "rho_reliable": ceil[s][0]}
-    base_means = [float(acc["base"][s].mean()) for s in sizes]
-    lo_hi = stats.mean_ci(acc["base"][sizes[-1]] - acc["base"][sizes[0]])
-    rising = all(b2 >= b1 for b1, b2 in zip(base_means, base_means[1:])) and lo_hi[1] > 0
-    fams = family_of_seed(config)
-    fam_base = {s: [float(acc["base"][s][fams == f].mean()) for f in range(config.pretrain_seeds)]
-                for s in sizes}
-    summary[task_name] = {"margins": per, "base_acc": dict(zip(sizes, base_means)),
-                          "base_acc_by_family": fam_base,
-                          "base_rises_with_size": bool(rising),
-                          "ceiling": {s: {"reliable": c[0], "why": c[1]} for s, c in ceil.items()}}
-    # Accuracy table.
-    md.append(f"### Task `{task_name}`: held-out accuracy (mean [95% CI] over "
-              f"{config.num_seeds} seeds, {config.eval_problems} problems each)\n")
-    methods = [m for m in METHODS if m in acc]
-    md.append("| size | params | " + " | ".join(methods) + " |")
-    md.append("|---" * (len(methods) + 2) + "|")
-    for s in sizes:
-      cells = []
-      for m in methods:
-        if s not in acc[m]:
-          cells.append("–")
-          continue
-        mm, lo, hi = stats.mean_ci(acc[m][s])
-        cells.append(f"{mm:.3f} [{lo:.3f}, {hi:.3f}]")
-      md.append(f"| {s} | {_num_params(s)} | " + " | ".join(cells) + " |")
-    md.append("")
-    md.append("Base accuracy by size: " + ", ".join(
-        f"{s} {b:.3f}" for s, b in zip(sizes, base_means)) +
-        f" (largest - smallest {lo_hi[0]:+.3f} [{lo_hi[1]:+.3f}, {lo_hi[2]:+.3f}]); by "
-        "pretraining family: " + "; ".join(
-            f"{s} " + "/".join(f"{x:.3f}" for x in fam_base[s]) for s in sizes) + ". " +
-        ("Base accuracy rises with size, as in the paper's setting: this task carries the "
-         "same-margin verdicts." if rising else
-         "Base accuracy does not rise with size: equal margins are partly built into the "
-         "testbed (every size stops at the same decision), so this task's same-margin rows are "
-         "**not informative** for that claim (verdict inconclusive)."))
-    md.append("")
-    md.append("GRPO ceilings: " + "; ".join(f"{s} {c[1]}" for s, c in ceil.items()) +
-              ". A ceiling that is still rising or is beaten by a transfer method makes ρ_M "
-              "unreliable (marked *).")
-    md.append("")
-    md.append("| size | method | margin Δ_M [95% CI] | g_M = Δ/(1-acc) | ρ_M = Δ/Δ_GRPO | "
-              "same margin as teacher? | √KL to start | wall s (transfer / GRPO) | "
-              "GFLOPs (transfer / GRPO) |")
-    md.append("|---|---|---|---|---|---|---|---|---|")
-    for method in per:
-      if teacher not in per[method]:
-        continue
-      ds = per[method][teacher]
-      for s in [x for x in sizes if x in per[method]]:
-        p = per[method][s]
-        tol = max(0.25 * abs(ds["delta"]), p["half"], ds["half"])
-        p["same_margin"] = bool(abs(p["delta"] - ds["delta"]) <= tol)
-        p["tolerance"] = tol
-        kl = np.mean(r["sqrt_kl"].get(method, {}).get(s, np.nan))
-        wall_t = np.mean(r["wall_s"].get(method, {}).get(s, np.nan))
-        fl_t = np.mean(r["flops"].get(method, {}).get(s, np.nan))
-        md.append(f"| {s} | {method} | {p['delta']:+.3f} [{p['delta_ci'][0]:+.3f}, "
-                  f"{p['delta_ci'][1]:+.3f}] | {p['g']:+.3f} | {p['rho']:+.2f}"
-                  f"{'' if p['rho_reliable'] else '*'} | "
-                  f"{'yes' if p['same_margin'] else 'no'} (tol {tol:.3f}) | {kl:.3f} | "
-                  f"{wall_t:.0f} / {np.mean(r['wall_s'].get('grpo', {}).get(s, np.nan)):.0f} | "
-                  f"{fl_t / 1e9:.1f} / "
-                  f"{np.mean(r['flops'].get('grpo', {}).get(s, np.nan)) / 1e9:.1f} |")
-    md.append("")
-    flat_note = ("" if rising else " — not informative here: base accuracy does not rise with size")
-    # 1. Consistency check: fixed alpha = 1 on the teacher itself (optimum = pi_RL).
-    if "direct_opd_fixed" in acc and teacher in acc["direct_opd_fixed"]:
-      same_rl = acc["direct_opd_fixed"][teacher] - acc["grpo"][teacher]
-      m_, lo, hi = stats.mean_ci(same_rl)
-      ad = (stats.mean_ci(acc["direct_opd"][teacher] - acc["grpo"][teacher])[0]
-            if teacher in acc.get("direct_opd", {}) else float("nan"))
-      a_curve = r["curves"].get(f"direct_opd_fixed_{teacher}_alpha", [])
-      g_lo = stats.mean_ci(acc["grpo"][teacher] - acc["base"][teacher])[1]
-      eq = 0.05  # equivalence margin fixed in advance (5 accuracy points)
-      if g_lo <= 0:
-        verdict = "inconclusive"  # RL itself gave no significant gain
-      else:
-        verdict = ("reproduced" if -eq <= lo and hi <= eq else
-                   "not reproduced" if hi < -eq or lo > eq else "inconclusive")
-      claims.append(results_lib.claim(
-          f"[{task_name}] Direct-OPD on the teacher's own size gives the same result as full RL "
-          "(alpha fixed at 1)",
-          "blog: 'exactly the same result as full RL' (not in the paper; a consistency check)",
-          f"acc(Direct-OPD α=1 {teacher}) - acc(GRPO {teacher}) = {m_:+.3f} (adaptive α: "
-          + (f"{ad:+.3f}" if np.isfinite(ad) else "not run") +
-          f"); α range during training [{min(a_curve):.3f}, {max(a_curve):.3f}]",
-          verdict, (lo, hi),
-          "At alpha = 1 with pi_S = pi_ref the Direct-OPD objective's optimum is pi_RL and its "
-          "gradient equals vanilla OPD's toward pi_RL (unit-tested); adaptive alpha climbs to "
-          "2.5 once the reward is positive and targets pi_ref^0.6 pi_RL^0.4 instead, so only "
-          "the fixed run tests consistency. Equivalence margin 0.05: reproduced iff the 95% CI "
-          "lies within +-0.05."))
-    # 2. Same margin at every size, per transfer form.
-    for method, label in (("direct_opd", "Direct-OPD distillation, adaptive α"),
-                          ("direct_opd_fixed", "Direct-OPD distillation, α fixed at 1"),
-                          ("decode", f"decode-time delta, beta={config.beta}")):
-      if method not in per or not all(s in per[method] for s in sizes):
-        continue
-      dd = per[method]
-      n_same, verdict = _same_margin_verdict(dd, teacher, others, rising)
-      claims.append(results_lib.claim(
-          f"[{task_name}] almost the same margin at every size ({label}; pre-registered "
-          "|Δ_M-Δ_S| <= max(0.25 Δ_S, CI))",
-          "paper Table 1: +14.1 (1.7B), +5.1 (4B), +6.4 (7B): unequal margins",
-          "Δ: " + ", ".join(f"{s} {dd[s]['delta']:+.3f}" for s in sizes) +
-          f"; {n_same}/{len(others)} larger sizes within tolerance{flat_note}", verdict, None,
-          ("g_M and ρ_M in the table; raw margins shrink when headroom shrinks." if rising else
-           "Not informative: base accuracy does not rise with size on this task (flat, or not "
-           "monotone), so the test cannot tell a transferred margin from one built into the "
-           "testbed.")))
-    # 3. Recovery of the per-target RL ceiling, and cost.
-    if "grpo" in acc and all(s in acc["grpo"] for s in others):
-      ceil_sig = all(stats.mean_ci(acc["grpo"][s] - acc["base"][s])[1] > 0 for s in others)
-      reliable = all(ceil[s][0] for s in others)
-      for method in [m for m in ("direct_opd", "direct_opd_fixed") if m in per]:
-        dd = per[method]
-        rho = [dd[s]["rho"] for s in others if np.isfinite(dd[s]["rho"])]
-        cost = [np.mean(r["flops"][method][s]) / r["grpo_flops_at_teacher_steps"][s]
-                for s in others]
-        wall = [np.mean(r["wall_s"][method][s]) / max(
-            np.mean(r["wall_s"]["grpo"][s]) * config.grpo_steps / config.grpo_ceiling_steps,
-            1e-9) for s in others]
-        ok_rho = bool(rho) and min(rho) >= 0.8
-        verdict = ("inconclusive" if not (ceil_sig and reliable) else
-                   "reproduced" if ok_rho and max(cost) < 1 else
-                   "partly reproduced" if (bool(rho) and max(rho) >= 0.5) else "not reproduced")
-        claims.append(results_lib.claim(
-            f"[{task_name}] delta transfer ({method}) matches RL on each target at a fraction "
-            "of the cost",
-            "paper: at matched RL steps, small-RL + transfer beats direct RL on R1-7B",
-            "ρ_M " + ", ".join(f"{s} {dd[s]['rho']:+.2f}{'' if ceil[s][0] else '*'}"
-                               for s in others) +
-            "; FLOPs ratio transfer/GRPO " + ", ".join(f"{c:.2f}" for c in cost) +
-            "; wall ratio " + ", ".join(f"{w:.2f}" for w in wall) +
-            ("" if reliable else "; *ceiling unreliable: " + "; ".join(
-                f"{s} {ceil[s][1]}" for s in others if not ceil[s][0])),
-            verdict, None,
-            f"Ceilings: GRPO on each target for {config.grpo_ceiling_steps} steps, checked for "
-            "a plateau; costs compare with GRPO at the teacher's "
-            f"{config.grpo_steps} steps (matched RL steps) and exclude the one-off teacher RL. "
-            "Inconclusive when a ceiling is still rising, beaten, or not significant."))
-    # 4. Shuffled-delta control (decode time and distilled).
-    if "decode_shuffled" in acc:
-      shuf = acc["decode_shuffled"]
-      gm, glo, ghi = stats.mean_ci(np.concatenate([shuf[s] - acc["base"][s] for s in sizes]))
-      if "shuffled_opd" in acc:
-        g2m, g2lo, g2hi = stats.mean_ci(np.concatenate(
-            [acc["shuffled_opd"][s] - acc["base"][s] for s in sizes]))
-      else:
-        g2m = g2lo = g2hi = float("nan")
-      ok = ghi <= 0.02 and (not np.isfinite(g2hi) or g2hi <= 0.02)
-      real_lo = stats.mean_ci(np.concatenate(
-          [acc["decode"][s] - acc["base"][s] for s in sizes]))[1]
-      distilled = (f"; distilled (α=1) {g2m:+.3f} [{g2lo:+.3f}, {g2hi:+.3f}]"
-                   if np.isfinite(g2m) else "; distilled control not run")
-      claims.append(results_lib.claim(
-          f"[{task_name}] shuffled-delta control gives no gain (spec §1.3)",
-          "control: <= 0 gain", f"decode-time gain {gm:+.3f}{distilled} (mean over sizes and "
-          "seeds)", ("reproduced" if ok else "not reproduced") if real_lo > 0 else
-          "inconclusive", (glo, ghi),
-          "CI shown is the decode-time one; reproduced iff both upper bounds <= +0.02; "
-          "inconclusive when the real delta gives no significant gain either."))
-    # 5. Vanilla OPD toward the small teacher vs Direct-OPD.
-    if "vanilla_opd" in acc:
-      for method in [m for m in ("direct_opd", "direct_opd_fixed") if m in acc]:
-        diffs = {s: stats.mean_ci(acc["vanilla_opd"][s] - acc[method][s]) for s in others}
-        worse = [s for s in others if diffs[s][2] < 0]
-        better = [s for s in others if diffs[s][1] > 0]
-        claims.append(results_lib.claim(
-            f"[{task_name}] vanilla OPD toward the small RL teacher is worse than {method} on "
-            "larger students",
-            "paper: vanilla OPD drags R1-7B from 56.7 to ~50 (below the teacher)",
-            f"vanilla - {method}: " + ", ".join(
-                f"{s} {d[0]:+.3f} [{d[1]:+.3f}, {d[2]:+.3f}]" for s, d in diffs.items()),
-            "reproduced" if len(worse) == len(others) else
-            "partly reproduced" if worse else
-            "contradicted" if len(better) == len(others) else
-            "not reproduced" if better else "inconclusive", None,
-            "Per size, the paired difference over seeds: worse = 95% CI below 0."))
+    acc = _acc(r)
+    rising = base_rises(sizes, acc)
+    summary[task_name] = {"base_rises_with_size": rising[0], "base": rising[1],
+                          "beta": r["beta"], "ceiling": r["ceiling"]}
+    md += accuracy_table(config, task_name, acc)
+    md += [f"Ladder: {rising[1]} -> " + (
+        "base accuracy rises with size." if rising[0] else
+        "base accuracy does **not** rise with size: same-margin claims cannot be expressed on "
+        "this testbed (inconclusive)."), ""]
+    md += ["Beta per size (best mean decode-time accuracy on training prompts among "
+           f"{tuple(config.betas)}): " + ", ".join(f"{s} {b:g}" for s, b in r["beta"].items()),
+           ""]
+    ceil = "; ".join(f"{s}: {c['state']} ({c['reason']})" for s, c in r["ceiling"].items())
+    md += [f"GRPO ceilings (doubled until flat on validation prompts): {ceil or 'none run'}", ""]
+    md += margin_table(config, r, acc)
+    if task_name == config.main_task:
+      claims = judge_claims(config, r)
   return claims, summary, "\n".join(md)
 
 
@@ -710,7 +700,7 @@ def run_folders(config, task, ckpts, seed_keys) -> dict[str, Any]:
 
 
 def _rl_configs(config):
-  """(GRPOConfig, DistillConfig) of the folder-mode run, from the same fields as the pipeline."""
+  """(GRPOConfig, DistillConfig) of the pipeline and the folder-mode run."""
   gcfg = lm_grpo.GRPOConfig(steps=config.grpo_steps, prompts_per_step=config.grpo_prompts,
                             group_size=config.grpo_group, lr=config.grpo_lr,
                             kl_coef=config.grpo_kl)
@@ -718,7 +708,8 @@ def _rl_configs(config):
       kl_estimator=config.kl_estimator, steps=config.distill_steps,
       prompts_per_step=config.distill_prompts, rollouts_per_prompt=config.distill_rollouts,
       lr=config.distill_lr, alpha_init=config.alpha_init, alpha_min=config.alpha_min,
-      alpha_max=config.alpha_max, alpha_eps=config.alpha_eps, estimator=config.estimator)
+      alpha_max=config.alpha_max, alpha_eps=config.alpha_eps, estimator=config.estimator,
+      top_k=int(config.get("top_k", 0)))
   return gcfg, dcfg
 
 
@@ -746,7 +737,8 @@ def folder_report(config, task, folders, ckpts, res) -> str:
                     "claim is judged.", ""] + rows)
 
 
-def main_folders(config, tasks, folders: dict[str, str], workdir: str, t_start: float) -> None:
+def main_folders(config, tasks, folders: dict[str, str], workdir: str, t_start: float,
+                 results_dir: str) -> dict:
   """Folder mode: load and check the folders, run the transfer, write the ad-hoc record."""
   from jaxrl_suite.lm import hf_checkpoint
   task = tasks[config.main_task]
@@ -766,83 +758,86 @@ def main_folders(config, tasks, folders: dict[str, str], workdir: str, t_start: 
       wall_time_s=time.time() - t_start, markdown=md + f"\n\nDistilled student (seed 0): `{out}`",
       payload={"adhoc_inputs": [f"--{k}={v}" for k, v in given.items()], "task": task.name,
                "folders": given, "runs": res, "student_dir": out},
-      results_dir=_RESULTS.value or results_lib.ADHOC_DIR)
+      results_dir=results_dir)
   print(md)
+  return res
 
 
-def main(argv):
-  del argv
+def _wall(t_start, pre, res, hits, walls) -> dict:
+  """Wall time of the whole pipeline, all of it measured by this script: this process, plus the
+  stages it loaded from the workdir (their wall time as measured when they ran)."""
+  cached_s = (sum(p["wall_s"] for p in pre.values() if p["cached"])
+              + sum(walls[t] for t in res if hits[t]))
+  return {"this_process_s": time.time() - t_start, "from_cache_s": cached_s,
+          "pretrain_s": {s: p["wall_s"] for s, p in pre.items()}, "task_s": dict(walls),
+          "stages_from_cache": [f"pretrain_{s}" for s, p in pre.items() if p["cached"]]
+          + [f"task_{t}" for t in res if hits[t]]}
+
+
+def scale_text(config, pre, wall) -> str:
+  reruns = {s: sum(len(a) - 1 for a in p["attempts"]) for s, p in pre.items()}
+  return (
+      f"Scale: {len(config.sizes)} sizes ("
+      + ", ".join(f"{s}={pre[s]['num_params']}" for s in config.sizes) + " params), "
+      "pretraining steps x batch @ lr " + ", ".join(
+          f"{s}={pre[s]['steps']}x{pre[s]['batch']}@{config.pretrain_lr[s]:g}"
+          for s in config.sizes) + ", "
+      f"GRPO {config.grpo_steps} steps x {config.grpo_prompts} prompts x {config.grpo_group} "
+      f"samples, distillation {config.distill_steps} steps x {config.distill_prompts} prompts x "
+      f"{config.distill_rollouts} rollouts (student top-k "
+      f"{config.top_k or 'off: full vocabulary'}), {config.num_seeds} seeds, "
+      f"{config.eval_problems} held-out problems per seed, temperature-1 sampling.\n\n"
+      "**Repeated per seed:** the pretraining family (one per seed, its own PRNG key "
+      "fold_in(PRNGKey(config.seed), 100 + size index + 1000 seed)), teacher GRPO (each seed "
+      "has its own delta), every distillation run, every GRPO ceiling, and evaluation "
+      f"sampling. **Divergence rule:** a family whose final loss exceeds {config.diverge_factor}"
+      f" x the best family's at its size is rerun with lr halved (at most {config.max_reruns} "
+      "times); reruns per size: " + ", ".join(f"{s} {n}" for s, n in reruns.items()) +
+      "; still diverged: " + (", ".join(f"{s} {p['still_diverged']}" for s, p in pre.items()
+                                      if p["still_diverged"]) or "none") +
+      ". Final pretraining losses (seed 0 / 1 / ...): " + "; ".join(
+          f"{s} " + "/".join(f"{x:.4f}" for x in pre[s]["loss_last"]) for s in pre) +
+      " (XLA:CPU float reassociation can move them in the 3rd digit across machines).\n\n"
+      "Wall times in the tables are execution only (programs compiled ahead of time; compile "
+      "seconds are in the JSON); FLOPs are analytic. Pipeline wall time "
+      f"{wall['this_process_s'] + wall['from_cache_s']:.0f} s (this process "
+      f"{wall['this_process_s']:.0f} s + {wall['from_cache_s']:.0f} s measured earlier by the "
+      f"stages loaded from the workdir: {', '.join(wall['stages_from_cache']) or 'none'}).")
+
+
+def run(e: entry.Entry) -> dict:
+  """The pipeline (or folder mode) on the resolved command line; returns the record's parts."""
   t_start = time.time()
   # Persistent compilation cache (as in tests/conftest.py): compiles dominate on 2 CPU cores.
   jax.config.update("jax_compilation_cache_dir", os.environ.get(
       "JAX_COMPILATION_CACHE_DIR", os.path.join(results_lib.REPO_ROOT, ".jax_cache")))
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-  config = _CONFIG.value
-  if _QUICK.value:  # quick preset + --config.x overrides
-    config = cli.config_for(_load_config_module(), config, True)
-  _load_config_module().validate(config)
-  tasks = make_tasks(config)
-  workdir = _WORKDIR.value
-  os.makedirs(workdir, exist_ok=True)
+  config, tasks = e.config, make_tasks(e.config)
   folders = {f: flags.FLAGS[f].value for f in FOLDER_FLAGS}
   if any(folders.values()):
-    return main_folders(config, tasks, folders, workdir, t_start)
-  family = pretrain_family(config, tasks, workdir)
+    return main_folders(config, tasks, folders, e.workdir, t_start,
+                        FLAGS.results_dir.value or results_lib.ADHOC_DIR)
+  family = pretrain_family(config, tasks, e.workdir)
   if _PRETRAIN_ONLY.value:
-    return
+    return {}
   seed_keys = jax.random.split(jax.random.PRNGKey(config.seed), config.num_seeds)
-  res, from_cache = {}, {}
-  for name in sorted(tasks, key=lambda t: t != config.main_task):  # main task first
-    res[name], from_cache[name] = run_task_cached(config, tasks[name], family, seed_keys, workdir)
-  claims, summary, md = analyse(config, res)
-  results_dir = _RESULTS.value or results_lib.output_dir("quick" if config.quick else "full")
-  os.makedirs(results_dir, exist_ok=True)
-  plot(config, res, os.path.join(results_dir, f"{NAME}.png"))
   pre = {s: dict(family[s][1]) for s in config.sizes}
-  # Wall time of the whole pipeline, all of it measured by this script: this process, plus the
-  # stages it loaded from the workdir cache (their wall time as measured when they ran).
-  cached_s = (sum(p["wall_s"] for p in pre.values() if p["cached"])
-              + sum(r["task_wall_s"] for t, r in res.items() if from_cache[t]))
-  wall = {"this_process_s": time.time() - t_start, "from_cache_s": cached_s,
-          "pretrain_s": {s: p["wall_s"] for s, p in pre.items()},
-          "task_s": {t: r["task_wall_s"] for t, r in res.items()},
-          "stages_from_cache": [f"pretrain_{s}" for s, p in pre.items() if p["cached"]]
-          + [f"task_{t}" for t in res if from_cache[t]]}
-  scale = (f"Scale: {len(config.sizes)} sizes "
-           "(" + ", ".join(f"{s}={pre[s]['num_params']}" for s in config.sizes) + " params), "
-           "pretraining steps x batch " + ", ".join(
-               f"{s}={pre[s]['steps']}x{pre[s]['batch']}" for s in config.sizes) + ", "
-           f"GRPO {config.grpo_steps} steps x {config.grpo_prompts} prompts x "
-           f"{config.grpo_group} samples, distillation {config.distill_steps} steps x "
-           f"{config.distill_prompts} prompts x {config.distill_rollouts} rollouts, "
-           f"{config.num_seeds} seeds, {config.eval_problems} held-out problems per seed, "
-           "temperature-1 sampling.\n\n"
-           "**Repeated per seed:** teacher GRPO (so each seed has its own delta), every "
-           "distillation run, every per-size GRPO ceiling "
-           f"({config.grpo_ceiling_steps} steps), and evaluation sampling. **Pretraining:** "
-           f"{config.pretrain_seeds} families (one pretraining run per size each; seed i uses "
-           f"family i mod {config.pretrain_seeds}; "
-           f"{sum(p['wall_s'] for p in pre.values()):.0f} s measured), so the CIs include "
-           f"pretraining noise, sampled from {config.pretrain_seeds} families rather than one per "
-           "seed (CPU budget). Final pretraining losses (family 0 / 1 / ...): " + "; ".join(
-               f"{s} " + "/".join(f"{x:.4f}" for x in pre[s]['loss_last']) for s in pre) +
-           ". To reproduce a family, its PRNG key is fold_in(PRNGKey(config.seed), 100 + size "
-           "index + 1000 * family); the losses above are the check (XLA:CPU float "
-           "reassociation can move them in the 3rd digit across machines). The held-out problem "
-           "set is shared.\n\n"
-           "Wall times in the tables are execution only (programs compiled ahead of time; "
-           "compile seconds are stored in the JSON); FLOPs are analytic. Pipeline wall time "
-           f"{wall['this_process_s'] + cached_s:.0f} s (this process "
-           f"{wall['this_process_s']:.0f} s + {cached_s:.0f} s measured earlier by the stages "
-           f"loaded from the workdir cache: {', '.join(wall['stages_from_cache']) or 'none'}).")
-  body = "\n".join([scale, "", DEVIATIONS, "", md, "", f"![plot]({NAME}.png)", ""])
+  res, hits, walls = {}, {}, {}
+  for name in sorted(tasks, key=lambda t: t != config.main_task):  # main task first
+    res[name], hits[name], walls[name] = task_stage(config, tasks[name], family, seed_keys, pre,
+                                                    e.workdir)
+  claims, summary, md = analyse(config, res)
+  plot(config, res, e.figure_path())
+  wall = _wall(t_start, pre, res, hits, walls)
+  body = "\n".join([scale_text(config, pre, wall), "", DEVIATIONS, "", md, "",
+                    f"![plot]({NAME}.png)", ""])
   results_lib.write_results(
-      NAME, mode="quick" if config.quick else "full", config=config,
-      seeds=[config.seed + i for i in range(config.num_seeds)], claims=claims,
-      wall_time_s=time.time() - t_start + cached_s,
+      NAME, mode=e.mode, config=config, seeds=[config.seed + i for i in range(config.num_seeds)],
+      claims=claims, wall_time_s=time.time() - t_start + wall["from_cache_s"],
       payload={"pretrain": pre, "runs": res, "summary": summary, "wall": wall},
-      markdown=body, results_dir=results_dir)
+      markdown=body, results_dir=e.results_dir)
   print(results_lib.verdict_table(claims))
+  return {"claims": claims, "summary": summary, "runs": res}
 
 
 DEVIATIONS = """### Deviations from the paper (kept visible; the figures quoted here are development
@@ -860,17 +855,10 @@ measurements on the first session's xs teacher, not outputs of this run)
   models); GRPO at 3e-3 collapsed xs (reward 0.41 → 0.2).
 - The teacher pair is our own GRPO run on the smallest model (the paper takes JustRL/QuestA
   releases); students are our larger family members, pretrained from scratch on the same corpus.
-- Full vocabulary (V=32) instead of the student's top-16 candidates; n=4 rollouts per prompt and
-  temperature 1 as in the paper."""
-
-
-def _load_config_module():
-  import importlib.util
-  spec = importlib.util.spec_from_file_location("direct_opd_config", _CONFIG_PATH)
-  mod = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(mod)
-  return mod
+- Student top-k (`config.top_k`, the paper's k = 16 candidates, renormalised over the student's
+  top-k) is an option; the default sums over the full vocabulary (V=32, so k = 16 would drop
+  half of it). n=4 rollouts per prompt and temperature 1 as in the paper."""
 
 
 if __name__ == "__main__":
-  app.run(main)
+  entry.main(FLAGS, run, validate=dopd_config.validate)

@@ -140,3 +140,19 @@ def cached(path: str, like: Any, make: Callable[[], Any]) -> tuple[Any, bool]:
   params = make()
   save_params(path, params)
   return params, False
+
+
+# ---- the ladder's divergence rule ----------------------------------------------------------------
+def diverged(final_losses: Sequence[float], factor: float) -> list[bool]:
+  """Which pretraining runs of one size diverged: final loss > factor * the best run's.
+
+  final_losses: one final loss per family (mean of the last steps); a non-finite loss has
+  diverged. The best run is the smallest finite loss; with none finite, all have diverged.
+  The rule is relative, so it needs no absolute loss level per size or task mixture.
+  """
+  x = np.asarray(final_losses, np.float64)
+  ok = np.isfinite(x)
+  if not ok.any():
+    return [True] * len(x)
+  best = float(x[ok].min())
+  return [bool(not f or v > factor * best) for f, v in zip(ok, x)]
