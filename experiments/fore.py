@@ -439,17 +439,26 @@ def _nanmean(x) -> float | None:
 # ------------------------------------------------------------------------------------------------
 # C. ill-conditioning sweep
 # ------------------------------------------------------------------------------------------------
+def interval_rules(cfg):
+  """The refusal rules of `interval.fore_interval` from the config's interval_* fields (the
+  rules not named there are off: ESS and rare-cell share removed estimates without raising
+  coverage on the development pools)."""
+  from jaxrl_suite.ope import interval as I
+  return I.RefusalRules(max_cond=float(cfg.interval_max_cond),
+                        min_ident_t=float(cfg.interval_min_ident_t),
+                        min_cell_count=float(cfg.interval_min_cell_count),
+                        max_cell_excess=float(cfg.interval_max_cell_excess),
+                        min_df=float(cfg.interval_min_df), min_ess_frac=0.0, max_rare_share=1.0,
+                        crit_df_power=float(cfg.interval_crit_df_power))
+
+
 def honest(cfg):
   """Section B2: the studentized interval with refusal rules on a FRESH severe pool (its own seed,
   cfg.fresh_family_seed, untouched while the rules were chosen), coverage among passing
   estimates by n and the refusal rate (jaxrl_suite.ope.coverage)."""
   from jaxrl_suite.ope import coverage as C
-  from jaxrl_suite.ope import interval as I
   rng = np.random.default_rng(cfg.fresh_family_seed)
-  rules = I.RefusalRules(max_cond=float(cfg.interval_max_cond),
-                         min_ident_t=float(cfg.interval_min_ident_t),
-                         min_cell_count=float(cfg.interval_min_cell_count),
-                         max_cell_excess=float(cfg.interval_max_cell_excess))
+  rules = interval_rules(cfg)
   pool = C.shifted_pool(rng, "severe", cfg.fresh_family_mdps)
   out = C.interval_coverage(pool, rng, cfg.ns, cfg.fresh_family_seeds, rules, cfg.fresh_min_pass)
   out["seed"] = int(cfg.fresh_family_seed)

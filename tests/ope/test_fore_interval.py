@@ -75,6 +75,46 @@ def test_unvisited_cell_and_dominant_cell_are_refused_with_their_reasons():
   assert int(c.reason) == 1 << I.REASONS.index("dominant_cell")
 
 
+def test_influence_concentrated_is_refused_and_named():
+  """The influence-nu rule (off by default): a threshold above the sample's nu refuses plentiful
+  hub data with that reason alone."""
+  p, ex, phi, phn, r, nu0, w, cells = _hub(1_000_000)
+  nsa = p.num_states * p.num_actions
+  c = I.fore_interval(phi, phn, r, w, nu0, p.gamma, I.RefusalRules(), cells, nsa)
+  assert I.RefusalRules().min_df == 0.0 and int(c.reason) == 0
+  strict = I.RefusalRules(min_df=float(c.df) * 2)
+  c2 = I.fore_interval(phi, phn, r, w, nu0, p.gamma, strict, cells, nsa)
+  assert I.explain(c2) == "refused: influence_concentrated"
+  assert int(c2.reason) == 1 << I.REASONS.index("influence_concentrated")
+
+
+@pytest.mark.parametrize("power", [0.5, 1.0])
+def test_critical_value_uses_nu_to_the_power(power):
+  """crit = t_{0.975, nu^p} (scipy reference); p = 0.5 is wider than p = 1 whenever nu > 1, and
+  the interval is value -+ crit * se."""
+  p, ex, phi, phn, r, nu0, w, cells = _hub(2_000, seed=3)
+  nsa = p.num_states * p.num_actions
+  c = I.fore_interval(phi, phn, r, w, nu0, p.gamma, I.RefusalRules(crit_df_power=power,
+                                                                      min_cell_count=0.0,
+                                                                      max_cell_excess=1e9,
+                                                                      min_ident_t=0.0),
+                      cells, nsa)
+  df = float(c.df) ** power
+  assert df >= 4 and float(c.crit) == pytest.approx(stats.t.ppf(0.975, df), abs=2e-3)
+  assert float(c.hi) - float(c.value) == pytest.approx(float(c.crit) * float(c.se), rel=1e-12)
+  if power == 0.5:
+    assert float(c.crit) > stats.t.ppf(0.975, float(c.df)) + 1e-3
+
+
+def test_rare_heavy_cell_has_small_nu():
+  """Probe: one sample carrying a huge influence value among many small ones gives nu near 1
+  (the heavy-tail case: t_{0.975, 1} = 12.7 wide); equal influence values give nu = n."""
+  psi = np.concatenate([np.full(999, 0.01) * np.tile([1, -1], 500)[:999], [1e3]])
+  assert float(I.influence_df(jnp.asarray(psi), jnp.ones(1000))) < 1.01
+  assert float(I.influence_df(jnp.asarray(np.tile([1.0, -1.0], 50)), jnp.ones(100))) == \
+      pytest.approx(100.0, rel=1e-12)
+
+
 def test_vmap_equals_loop():
   p, ex, phi, phn, r, nu0, _, cells = _hub(10)
   nsa = p.num_states * p.num_actions
