@@ -1,18 +1,20 @@
 # Direct-OPD reproduction (arXiv 2607.05394): "RL once on a small model, transfer the delta to
 # every size, same margin at a fraction of the cost".
 #
-# COMMAND (full; budget ~30 CPU min alone on the 2-core machine, see below):
+# COMMAND (full; estimate ~80-90 CPU min alone on the 2-core machine, see below):
 #   .venv/bin/python -m experiments.direct_opd
-# COMMAND (quick, CI smoke test, <= ~90 s alone):
+# COMMAND (quick, CI smoke test, a few minutes alone):
 #   .venv/bin/python -m experiments.direct_opd --quick
 # Every stage stores its output and its measured cost in --workdir (default
-# workdirs/direct_opd): pretrained checkpoints, and per-task results keyed by a hash of the config;
+# workdirs/direct_opd): pretrained checkpoints (orbax), and per-task results (repro.stage_cache);
 # rerunning the same command resumes (nothing to pass by hand).
-# Budget (per-stage costs measured by the previous full run at 600 problems, 150 steps, one
-# pretraining family: pretraining s/m/l 27/91/132 s; per 150 steps x 4 seeds GRPO 31/58/115 s,
-# each distillation mode 15/28/60 s; ~7 s per evaluation of one method at one size): 2
-# pretraining families (~500 s), 4 distillation modes + ceilings to 200 steps on the main task,
-# the fixed-alpha mode on the flat-base task, 400 problems: ~28 CPU minutes alone.
+# Budget estimate (per-stage costs measured by the previous full run, 600 problems, 150 steps:
+# pretraining s/m/l 27/91/132 s per family at 1200 steps; per 150 steps x 4 seeds GRPO
+# 31/58/115 s, each distillation mode 15/28/60 s; ~7 s per evaluation of one method at one
+# size; that run took 3,363 s): 4 families at 1200/1500/1800 steps (~1,400 s, +~200 s per l
+# rerun), the beta sweep (4 betas x 3 sizes x 2 tasks on training prompts, ~250 s), ceilings
+# doubled from 100 steps until flat (as before if flat at 200; +~700 s if m and l need 800):
+# ~4,600-5,300 s.
 """Config for experiments/direct_opd.py."""
 
 import ml_collections
@@ -50,7 +52,8 @@ def get_config(arg=None):
   c.pretrain_lr = ml_collections.ConfigDict({"xs": 5e-3, "s": 5e-3, "m": 3e-3, "l": 2e-3})
   # Divergence rule (registered; lm.pretrain.diverged): a family whose final loss (mean of the
   # last 20 steps) exceeds diverge_factor x the best family's at the same size is rerun with its
-  # lr halved, at most max_reruns times; every attempt is recorded (results JSON "pretrain").
+  # lr halved, at most max_reruns times; of its attempts the lowest final training loss is kept;
+  # every attempt is recorded (results JSON "pretrain": attempts, kept, still_diverged).
   c.diverge_factor = 1.5
   c.max_reruns = 2
   # GRPO on the teacher (the recorded delta), and on every target as the ceiling. The ceiling is
@@ -123,6 +126,7 @@ def get_config(arg=None):
     c.pretrain_batch = ml_collections.ConfigDict({"xs": 64, "s": 64})
     c.pretrain_lr = ml_collections.ConfigDict({"xs": 1e-2, "s": 1e-2})
     c.grpo_steps = 8
+    c.max_reruns = 1                    # the rule runs; one rerun keeps the smoke test short
     c.ceiling_first_steps = 4
     c.ceiling_max_steps = 8
     c.betas = (0.5, 1.0)

@@ -163,30 +163,35 @@ def pretrain_size(config, tasks, workdir, i, size) -> tuple[Any, dict]:
   """All families of one size with the divergence rule; (params [num_seeds, ...], info).
 
   Rule (registered in the config): a family whose final loss exceeds config.diverge_factor x the
-  best family's (lm.pretrain.diverged) is rerun from the same key with its lr halved, at most
-  config.max_reruns times; the rerun replaces it. info["attempts"][f] lists every run of family
-  f (lr, final loss, diverged?), info["still_diverged"] the families the rule could not fix.
+  best family's (lm.pretrain.diverged) is rerun from the same key with the lr of its last attempt
+  halved, at most config.max_reruns times; of a family's attempts the one with the lowest final
+  (training) loss is kept. info["attempts"][f] lists every run of family f (lr, final loss,
+  diverged?), info["kept"][f] the attempt kept, info["still_diverged"] the families the rule
+  could not fix.
   """
   n = config.num_seeds
-  runs = [_pretrain_one(config, tasks, workdir, i, size, f, config.pretrain_lr[size])
-          for f in range(n)]
-  attempts = [[dict(r[1])] for r in runs]
+  tried = [[_pretrain_one(config, tasks, workdir, i, size, f, config.pretrain_lr[size])]
+           for f in range(n)]
+  best = lambda f: min(range(len(tried[f])), key=lambda j: _loss_key(tried[f][j][1]))
   while True:
+    runs = [tried[f][best(f)] for f in range(n)]
     bad = lm_pretrain.diverged([r[1]["loss_last"] for r in runs], config.diverge_factor)
     for f in range(n):
-      attempts[f][-1]["diverged"] = bad[f]
-    retry = [f for f in range(n) if bad[f] and len(attempts[f]) <= config.max_reruns]
+      tried[f][-1][1]["diverged"] = bad[f]
+    retry = [f for f in range(n) if bad[f] and len(tried[f]) <= config.max_reruns]
     if not retry:
       break
     for f in retry:
-      runs[f] = _pretrain_one(config, tasks, workdir, i, size, f, runs[f][1]["lr"] / 2)
-      attempts[f].append(dict(runs[f][1]))
+      tried[f].append(_pretrain_one(config, tasks, workdir, i, size, f,
+                                    tried[f][-1][1]["lr"] / 2))
+  attempts = [[dict(t[1]) for t in tr] for tr in tried]
   cfg = lm_model.FAMILY[size]
   steps, batch = config.pretrain_steps[size], config.pretrain_batch[size]
   ctx = max(t.prompt_len + t.response_len for t in tasks.values())
   n_runs = sum(len(a) for a in attempts)
   info = {"loss_last": [r[1]["loss_last"] for r in runs], "lr": [r[1]["lr"] for r in runs],
-          "attempts": attempts, "still_diverged": [f for f in range(n) if bad[f]],
+          "attempts": attempts, "kept": [best(f) for f in range(n)],
+          "still_diverged": [f for f in range(n) if bad[f]],
           "wall_s": float(sum(a["wall_s"] for at in attempts for a in at)),
           "compile_s": float(sum(a["compile_s"] for at in attempts for a in at)),
           "cached": all(a["cached"] for at in attempts for a in at),
@@ -198,6 +203,11 @@ def pretrain_size(config, tasks, workdir, i, size) -> tuple[Any, dict]:
         f"{info['cached']}, wall={info['wall_s']:.1f}s, loss="
         + "/".join(f"{x:.4f}" for x in info["loss_last"]) + f", reruns={n_runs - n}", flush=True)
   return stacked, info
+
+
+def _loss_key(info) -> float:
+  v = info["loss_last"]
+  return float(v) if v is not None and np.isfinite(v) else float("inf")
 
 
 def pretrain_family(config, tasks, workdir) -> dict[str, Any]:
