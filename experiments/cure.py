@@ -112,6 +112,7 @@ def train_scorers(config, env, params, scorer_cfg, workdir, progress=True):
   pool = rmod.label_pool(task, key, config.label_budget, pool_params)
   s = config.scorer
   reader_cfg = rmod.reader_config(env, s.d_model, s.num_layers, s.num_heads)
+  ext_cfg = rmod.extractor_config(env, s.d_model, s.num_layers, s.num_heads)
   fit = dict(steps=config.scorer_steps, batch=config.scorer_batch, lr=config.scorer_lr,
              progress=progress)
   makers = {
@@ -120,7 +121,10 @@ def train_scorers(config, env, params, scorer_cfg, workdir, progress=True):
       "holistic_rm": (scorer_cfg, lambda k: rmod.train_scorer(
           scorer_cfg, pool["rm_x"], pool["rm_y"], k, desc="holistic_rm", **fit)),
       "qa_reader": (reader_cfg, lambda k: rmod.train_reader(
-          env, reader_cfg, pool["qa_x"], pool["qa_y"], k, desc="qa_reader", **fit))}
+          env, reader_cfg, pool["qa_x"], pool["qa_y"], k, desc="qa_reader", **fit)),
+      # the learned salience extractor: the claim reward's recall side (never the true masks)
+      "salience": (ext_cfg, lambda k: rmod.train_extractor(
+          env, ext_cfg, pool["sal_x"], pool["sal_y"], k, desc="salience", **fit))}
   out = {}
   for i, (name, (cfg, make)) in enumerate(makers.items()):
     like = lm_model.init_params(cfg, jax.random.PRNGKey(0))
@@ -144,7 +148,13 @@ def scorer_quality(task, key, pool_params, scorers, budget, n: int = 512) -> dic
   rm_y = np.asarray(test["rm_y"])
   qa = np.asarray(jnp.argmax(rmod.reader_logits(env, *scorers["qa_reader"], test["qa_x"]), -1))
   qa_y = np.asarray(test["qa_y"])
-  return {"verifier_accuracy": float(acc.mean()),
+  sal = np.asarray(jnp.argmax(rmod.extractor_logits(env, *scorers["salience"],
+                                                     test["sal_x"]), -1))
+  sal_y = np.asarray(test["sal_y"])
+  return {"salience_accuracy": float((sal == sal_y).mean()),
+          "salience_majority": float(np.bincount(sal_y, minlength=env.A + 1).max()
+                                     / len(sal_y)),
+          "verifier_accuracy": float(acc.mean()),
           "verifier_true_rate": float(ver_y.mean()),
           "verifier_majority": float(max(ver_y.mean(), 1 - ver_y.mean())),
           "verifier_visible_ceiling": float((np.asarray(test["ver_visible"]) == ver_y).mean()),
@@ -158,7 +168,7 @@ def scorer_quality(task, key, pool_params, scorers, budget, n: int = 512) -> dic
 def reward_fns(config, env, scorers) -> dict:
   """Every reward by name (the training rewards, the noisy-verifier ones, the exact F1)."""
   kw = dict(verifier=scorers["verifier"], rm=scorers["holistic_rm"],
-            reader=scorers["qa_reader"], fluency=config.fluency, beta=config.beta)
+            reader=scorers["qa_reader"], extractor=scorers["salience"], fluency=config.fluency, beta=config.beta)
   out = {k: rmod.make_reward(k, env, **kw) for k in cure_config.REWARDS}
   for e in config.noise_eps_grpo:
     out[noisy_name(e)] = rmod.make_reward("claim_f1_noisy", env, eps=float(e),

@@ -1,8 +1,12 @@
 r"""Rewards for SceneCap captions, each a pure function reward(scene_vec, caption) -> float32 [].
 
-* claim-level (`claims.claim_reward` / `claims.precision_reward`) with a verifier deciding each
-  claim: the learned claim verifier (`Scorer` trained on `label_budget` (scene, claim, true?)
-  labels), or the exact verifier with false-accept noise eps (the noise sweep);
+* claim-level (`claims.claim_reward_counts` / `claims.precision_reward`): the learned claim
+  verifier (`Scorer` trained on `label_budget` (scene, claim, true?) labels) decides each claim
+  and the learned salience extractor (`train_extractor`, `label_budget` (scene, entity, frame,
+  salient action or none) labels) says which claims are salient and how many salient facts the
+  scene has; the reward never reads the scene's true fact masks. The noise sweep's
+  `claim_f1_noisy` is the exception by design: an exact verifier and exact salience with
+  false-accept noise eps (it tests the analytic threshold, not a learned reward);
 * holistic proxies:
   - `token_recall`: unigram recall of the reference caption's tokens (multiset overlap /
     reference length) + `fluency` x (fraction of well-formed claim slots, length-free);
@@ -240,15 +244,79 @@ def qa_learned(env: sc.SceneCap, reader: tuple[lm_model.LMConfig, Any], x: jax.A
   return (asked & (pred == answer)).sum() / jnp.maximum(asked.sum(), 1)
 
 
+# ---- the learned salience extractor (reads the prompt, never the fact masks) -----------------
+def extractor_config(env: sc.SceneCap, d_model: int = 32, num_layers: int = 2,
+                     num_heads: int = 2) -> lm_model.LMConfig:
+  """A DecoderLM long enough for (prompt, ENT FRAME <q>)."""
+  return v2_config("salience", d_model=d_model, num_layers=num_layers, num_heads=num_heads,
+                   d_ff=4 * d_model, max_len=env.prompt_len + 3)
+
+
+def extractor_inputs(env: sc.SceneCap, prompt: jax.Array) -> jax.Array:
+  """prompt [P] -> [E*F, P + 3]: the prompt, then `ENT FRAME <q>` for every (entity, frame)
+  pair, entity-major (question q = e * F + f)."""
+  e, f = jnp.meshgrid(jnp.arange(env.E), jnp.arange(env.F), indexing="ij")
+  q = jnp.stack([V.letter_id(e.reshape(-1)), tokenizer.digit_id(f.reshape(-1)),
+                 jnp.full((env.E * env.F,), QUERY)], 1).astype(jnp.int32)
+  return jnp.concatenate([jnp.broadcast_to(prompt, (q.shape[0],) + prompt.shape), q], axis=1)
+
+
+def extractor_logits(env: sc.SceneCap, cfg: lm_model.LMConfig, params: Any,
+                     inputs: jax.Array) -> jax.Array:
+  """inputs int32 [N, P + 3] -> logits [N, A + 1]: the A action letters, then <no> (class A:
+  no salient event of this entity in this frame)."""
+  logits, _ = lm_model.DecoderLM(cfg).apply({"params": params}, inputs)
+  ids = jnp.concatenate([V.letter_id(sc.ACT_BASE + jnp.arange(env.A)), jnp.array([NO])])
+  return logits[:, -1, ids]
+
+
+def salience_targets(env: sc.SceneCap, x: jax.Array) -> jax.Array:
+  """int32 [E*F] labels of one scene, entity-major: the action of the salient event of entity e
+  in frame f (a visible event of a present entity), or A when there is none."""
+  s = env.unpack(x)
+  salient = (s.action >= 0) & s.visible & s.present[:, None]
+  return jnp.where(salient, s.action, env.A).reshape(-1).astype(jnp.int32)
+
+
+def train_extractor(env: sc.SceneCap, cfg: lm_model.LMConfig, inputs: jax.Array,
+                    labels: jax.Array, key: jax.Array, steps: int, batch: int = 64,
+                    lr: float = 3e-3, weight_decay: float = 0.01, progress: bool = True,
+                    desc: str = "salience") -> tuple[Any, Any]:
+  """The salience extractor fitted with softmax cross-entropy over A + 1 classes (`fit`)."""
+  def loss_fn(p, x, y):
+    return optax.softmax_cross_entropy_with_integer_labels(
+        extractor_logits(env, cfg, p, x), y).mean()
+  return fit(cfg, loss_fn, inputs, labels, key, steps, batch, lr, weight_decay, progress, desc)
+
+
+def predicted_salience(env: sc.SceneCap, extractor: tuple[lm_model.LMConfig, Any],
+                       prompt: jax.Array) -> jax.Array:
+  """int32 [E, F]: the extractor's argmax class per (entity, frame); A = no salient event."""
+  logits = extractor_logits(env, *extractor, extractor_inputs(env, prompt))
+  return jnp.argmax(logits, axis=-1).reshape(env.E, env.F)
+
+
+def learned_salience(env: sc.SceneCap, extractor: tuple[lm_model.LMConfig, Any],
+                     prompt: jax.Array, parsed: dict) -> tuple[jax.Array, jax.Array]:
+  """(claim_salient bool [K], num_salient []) from the extractor alone: claim k
+  `e c s a f` is salient iff it is well formed and the extractor predicts action a for (e, f);
+  num_salient = #(e, f) with a predicted event. Colour and shape are the verifier's to check."""
+  pred = predicted_salience(env, extractor, prompt)
+  e, a, f = parsed["fields"][:, 0], parsed["fields"][:, 3], parsed["fields"][:, 4]
+  claim_salient = (parsed["fact"] >= 0) & (pred[e, f] == a)
+  return claim_salient, (pred < env.A).sum()
+
+
 def label_pool(task: CaptionTask, key: jax.Array, budget: int,
                pool_params: sc.SceneCapParams) -> dict[str, jax.Array]:
   """The labelled data of the three learned scorers, from the same scenes and captions, the
   same number of labels each (one label = one supervised example): `budget` (scene, claim,
   true?) examples for the verifier (well-formed claims of noisy captions under `pool_params`),
-  `budget` (scene, caption, exact F1) examples for the holistic RM, and `budget` (caption,
-  question, true answer) examples for the QA reader (questions about the salient events).
+  `budget` (scene, caption, exact F1) examples for the holistic RM, `budget` (caption,
+  question, true answer) examples for the QA reader (questions about the salient events), and
+  `budget` (scene, entity, frame, salient action or none) examples for the salience extractor.
   Returns {ver_x [budget, P+6], ver_y, rm_x [budget, P+R+1], rm_y, qa_x [budget, R+3], qa_y,
-  ver_visible} (ver_visible: the claim is a visible event, i.e. checkable in the prompt; used
+  sal_x [budget, P+3], sal_y, ver_visible} (ver_visible: the claim is a visible event, i.e. checkable in the prompt; used
   only to report the evidence ceiling of a prompt-reading verifier, never as a feature)."""
   env = task.env
   pool = dataclasses.replace(task, params=pool_params)
@@ -266,9 +334,12 @@ def label_pool(task: CaptionTask, key: jax.Array, budget: int,
     vx = jnp.concatenate([verifier_inputs(env, prompt, p["fields"]),
                           sal[jnp.maximum(p["fact"], 0)][:, None].astype(jnp.int32)], axis=1)
     return (vx, lab, p["fact"] >= 0, rm_inputs(prompt, cap), f1, reader_inputs(env, cap),
-            answer, asked)
+            answer, asked, extractor_inputs(env, prompt), salience_targets(env, x))
 
-  vx, vy, vok, rx, ry, qx, qy, qok = jax.vmap(per_caption)(ops, prompts, caps)
+  vx, vy, vok, rx, ry, qx, qy, qok, sx, sy = jax.vmap(per_caption)(ops, prompts, caps)
+  # The salience pool: the first `budget` (scene, entity, frame) questions (budget scenes give
+  # E*F >= 1 questions each, so there are always enough).
+  sx, sy = sx.reshape(-1, sx.shape[-1])[:budget], sy.reshape(-1)[:budget]
 
   def first(x, y, ok):   # the first `budget` examples that exist (well-formed / asked)
     order = jnp.argsort(~ok.reshape(-1), stable=True)[:budget]
@@ -278,25 +349,38 @@ def label_pool(task: CaptionTask, key: jax.Array, budget: int,
   qx, qy = first(qx, qy, qok)
   return {"ver_x": vx[:, :-1], "ver_y": vy.astype(jnp.float32), "rm_x": rx,
           "rm_y": ry.astype(jnp.float32), "qa_x": qx, "qa_y": qy.astype(jnp.int32),
-          "ver_visible": vx[:, -1] > 0}
+          "sal_x": sx, "sal_y": sy, "ver_visible": vx[:, -1] > 0}
 
 
 # ---- reward functions (scene_vec, caption) -> [] --------------------------------------------
 def make_reward(kind: str, env: sc.SceneCap, *, verifier=None, rm=None, reader=None,
-                eps: float = 0.0,
+                extractor=None, eps: float = 0.0,
                 reject: float = 0.0, noise_seed: int = 0, fluency: float = 0.1, beta: float = 1.0):
   """The reward `kind` as a pure function of (scene_vec, caption).
 
-  kinds: claim_f1 / precision_only (learned verifier: verifier=(cfg, params)),
-  claim_f1_noisy (exact verifier with false-accept rate eps and false-reject rate `reject`;
+  kinds: claim_f1 (learned verifier: verifier=(cfg, params), and learned salience:
+  extractor=(cfg, params); reads the prompt rendered from the scene and the caption, never the
+  fact masks), precision_only (learned verifier; salience unused), claim_f1_noisy (exact verifier with false-accept rate eps and false-reject rate `reject`;
   each decision is a fixed function of (scene, fact): consistently wrong on some claims),
   token_recall, holistic_rm (rm=(cfg, params)), qa_utility (the frozen learned reader:
   reader=(cfg, params)), qa_rule (the rule reader), exact_f1 (evaluation only).
   """
-  def verified_learned(x, p):
-    prompt = env.render(env.unpack(x))
+  def verified_learned(prompt, p):
     ok = score(verifier[0], verifier[1], verifier_inputs(env, prompt, p["fields"])) > 0
     return ok & (p["fact"] >= 0)
+
+  def claim_learned(x, cap):
+    # Only the prompt (what the captioner sees) and the caption feed the learned models.
+    prompt = env.render(env.unpack(x))
+    p = claims.parse(env, cap)
+    claim_salient, num_salient = learned_salience(env, extractor, prompt, p)
+    return claims.claim_reward_counts(p, verified_learned(prompt, p), claim_salient,
+                                      num_salient, beta)
+
+  def precision_learned(x, cap):
+    p = claims.parse(env, cap)
+    return claims.precision_recall_counts(
+        p, verified_learned(env.render(env.unpack(x)), p), p["first"], 1)[0]
 
   def verified_noisy(x, p):
     true, _ = scene_masks(env, x)
@@ -313,9 +397,14 @@ def make_reward(kind: str, env: sc.SceneCap, *, verifier=None, rm=None, reader=N
 
   f1 = lambda p, v, s: claims.claim_reward(p, v, s, beta)
   if kind == "claim_f1":
-    return claim_based(verified_learned, f1)
+    if verifier is None or extractor is None:
+      raise ValueError("reward 'claim_f1' needs verifier=(cfg, params) and "
+                       "extractor=(cfg, params) (train_scorer / train_extractor)")
+    return claim_learned
   if kind == "precision_only":
-    return claim_based(verified_learned, claims.precision_reward)
+    if verifier is None:
+      raise ValueError("reward 'precision_only' needs verifier=(cfg, params) (train_scorer)")
+    return precision_learned
   if kind == "claim_f1_noisy":
     return claim_based(verified_noisy, f1)
   if kind == "token_recall":

@@ -1,6 +1,7 @@
 """Claim parser, claim_reward / precision_reward and the exact evaluator against a pure-Python
 reference on hand-made captions (duplicates, malformed claims, empty captions, truncation)."""
 
+import fractions
 import itertools
 
 import jax
@@ -179,6 +180,18 @@ def test_unverifiable_claim_gain_sign(k, n):
     return
   for eps in np.linspace(0, 1, 11):
     g = claims.unverifiable_claim_gain(k, n, eps)
-    assert g == pytest.approx((eps - k / n) / (n + 1))
-    if not np.isclose(eps, k / n):
-      assert (g > 0) == (eps > k / n)
+    # Independent reference: enumerate the verifier's two decisions on the added claim, in
+    # exact rationals (accepted w.p. eps -> (k+1)/(n+1), rejected -> k/(n+1)), minus k/n.
+    e = fractions.Fraction(float(eps))
+    ref = e * fractions.Fraction(k + 1, n + 1) + (1 - e) * fractions.Fraction(k, n + 1) \
+        - fractions.Fraction(k, n)
+    assert g == pytest.approx(float(ref), abs=1e-12)
+    if abs(ref) > 1e-9:   # away from eps = k/n, where float rounding decides the sign
+      assert (g > 0) == (ref > 0)
+
+
+def test_unverifiable_claim_gain_hand_worked():
+  """2 of 4 claims accepted, eps = 0.8: E[P'] = (0.8 * 3 + 0.2 * 2) / 5 = 0.56, so the gain
+  is 0.56 - 0.5 = +0.06; at eps = 0.3 it is (0.3 * 3 + 0.7 * 2) / 5 - 0.5 = 0.46 - 0.5 = -0.04."""
+  assert claims.unverifiable_claim_gain(2, 4, 0.8) == pytest.approx(0.06, abs=1e-12)
+  assert claims.unverifiable_claim_gain(2, 4, 0.3) == pytest.approx(-0.04, abs=1e-12)

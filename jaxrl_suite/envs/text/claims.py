@@ -73,12 +73,26 @@ def parse(env, caption: jax.Array) -> dict[str, jax.Array]:
 def precision_recall(parsed: dict, verified: jax.Array,
                      salient: jax.Array) -> tuple[jax.Array, jax.Array]:
   """(P, R) of one parsed caption given verified bool [K] and salient bool [num_facts]."""
+  claim_salient = salient[jnp.maximum(parsed["fact"], 0)]
+  return precision_recall_counts(parsed, verified, claim_salient, salient.sum())
+
+
+def precision_recall_counts(parsed: dict, verified: jax.Array, claim_salient: jax.Array,
+                            num_salient: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """(P, R) from per-claim decisions only: verified bool [K], claim_salient bool [K] (claim k
+  states a salient fact) and num_salient [] (how many salient facts the scene has).
+
+    P = #{first & verified} / max(1, #present),
+    R = #{first & verified & claim_salient} / max(1, num_salient).
+
+  The learned claim reward calls this with a learned verifier's and a learned salience
+  extractor's outputs, so it never touches the scene's true fact masks."""
   good = parsed["first"] & verified
   n = parsed["present"].sum()
   tp = good.sum()
-  tps = (good & salient[jnp.maximum(parsed["fact"], 0)]).sum()
+  tps = (good & claim_salient).sum()
   p = tp / jnp.maximum(n, 1)
-  r = tps / jnp.maximum(salient.sum(), 1)
+  r = tps / jnp.maximum(num_salient, 1)
   return p.astype(jnp.float32), r.astype(jnp.float32)
 
 
@@ -93,6 +107,13 @@ def claim_reward(parsed: dict, verified: jax.Array, salient: jax.Array,
   """F_beta of verified precision and salient recall (module docstring). Scalar float32."""
   p, r = precision_recall(parsed, verified, salient)
   return f_beta(p, r, beta)
+
+
+def claim_reward_counts(parsed: dict, verified: jax.Array, claim_salient: jax.Array,
+                        num_salient: jax.Array, beta: float = 1.0) -> jax.Array:
+  """F_beta of `precision_recall_counts` (per-claim salience and a salient count, e.g. both
+  predicted by a learned extractor). Scalar float32."""
+  return f_beta(*precision_recall_counts(parsed, verified, claim_salient, num_salient), beta)
 
 
 def precision_reward(parsed: dict, verified: jax.Array, salient: jax.Array) -> jax.Array:
