@@ -324,7 +324,7 @@ def measure(config, workdir, progress=True) -> dict:
           "n_params": n_params, "compute_s": time.time() - t0}
 
 
-def run_config(config, workdir, results_dir, quick, progress=True) -> dict:
+def run_config(config, workdir, results_dir=None, quick=False, progress=True) -> dict:
   """Measures, judges and writes the record; returns {"claims", "rows", "stages", ...}."""
   cfg_mod.validate(config)
   m = measure(config, workdir, progress)
@@ -332,6 +332,7 @@ def run_config(config, workdir, results_dir, quick, progress=True) -> dict:
   sweeps = {v: {"budgets": list(st["sweep"]["budgets"]), "scores": st["sweep"]["scores"]}
             for v, st in m["stages"].items()}
   claims = judge_claims(config, m["rows"], sweeps, m["gaps"])
+  results_dir = results_dir or results_lib.output_dir("quick" if quick else "full")
   os.makedirs(results_dir, exist_ok=True)
   plot(config, m["rows"], m["stages"], os.path.join(results_dir, f"{NAME}.png"))
   md = markdown(config, m, sweeps)

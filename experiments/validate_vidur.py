@@ -59,14 +59,24 @@ from jaxrl_suite.core import results
 from jaxrl_suite.envs.serving import (cost_model, engine, evaluate, heuristics, profiled_cost,
                                       routing, traces)
 
-_QUICK = flags.DEFINE_bool("quick", False, "small, fast run (writes workdirs/results_quick/)")
-_TRACE = flags.DEFINE_string("trace", "azure_conv", "shipped trace (traces.load_shipped)")
-_REQUESTS = flags.DEFINE_integer("requests", 2000, "requests replayed (first of the trace)")
-_RATE = flags.DEFINE_float("rate_scale", 1.0, "arrival-rate multiplier of table 2's replay")
-_SEED = flags.DEFINE_integer("seed", 0, "seed of the composed-batch draw and the replay key")
-_VIDUR = flags.DEFINE_string("vidur_python", None,
-                             "python with the [peers] extra (vidur 0.0.26); default "
-                             "$JAXRL_VIDUR_PYTHON, else this python if it imports vidur")
+def define_flags() -> dict:
+  """The command line's flags, defined only when run as a script (importing this module for
+  its helpers must not clash with the reproduction scripts' own --quick/--seed)."""
+  return {
+      "quick": flags.DEFINE_bool("quick", False,
+                                 "small, fast run (writes workdirs/results_quick/)"),
+      "trace": flags.DEFINE_string("trace", "azure_conv", "shipped trace (traces.load_shipped)"),
+      "requests": flags.DEFINE_integer("requests", 2000,
+                                       "requests replayed (first of the trace)"),
+      "rate_scale": flags.DEFINE_float("rate_scale", 1.0,
+                                       "arrival-rate multiplier of table 2's replay"),
+      "seed": flags.DEFINE_integer("seed", 0,
+                                   "seed of the composed-batch draw and the replay key"),
+      "vidur_python": flags.DEFINE_string(
+          "vidur_python", None, "python with the [peers] extra (vidur 0.0.26); default "
+          "$JAXRL_VIDUR_PYTHON, else this python if it imports vidur"),
+  }
+
 
 PCTS = (10, 50, 90)
 DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vidur_driver.py")
@@ -518,12 +528,16 @@ def run(c, quick: bool) -> str:
   return path
 
 
-def main(argv):
-  del argv
-  c = get_config(_QUICK.value, _TRACE.value, _REQUESTS.value, _RATE.value, _SEED.value,
-                 _VIDUR.value)
-  print(run(c, _QUICK.value))
+def main(fl: dict) -> None:
+  c = get_config(fl["quick"].value, fl["trace"].value, fl["requests"].value,
+                 fl["rate_scale"].value, fl["seed"].value, fl["vidur_python"].value)
+  try:
+    validate(c)   # a bad flag stops here, before any compute, with the message alone
+  except ValueError as e:
+    raise SystemExit(f"error: {e}") from None
+  print(run(c, fl["quick"].value))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  _FLAGS = define_flags()
+  app.run(lambda argv: main(_FLAGS))

@@ -43,5 +43,5 @@ def test_quick_run_writes_the_tables(tmp_path, monkeypatch):
     assert m["finished"] == c.requests
     assert 0 < m["ttft_p50"] <= m["ttft_p90"] <= m["ttft_p99"] <= m["e2e_p99"]
     assert 0 < m["tpot_p50"] <= m["tpot_p99"] and m["throughput_tok_s"] > 0
-  md = open(os.path.join(tmp_path, "validate_vidur.md")).read()
+  md = open(os.path.join(tmp_path, "serving_validation.md")).read()
   assert "fitted / profiled" in md and "| ttft_p90 |" in md
