@@ -101,7 +101,7 @@ REGISTRY: list[Stage] = [
 QUICK_SECONDS: dict[str, float] = {   # 56d0582, fresh clone, two stages at a time
     "ppo_gymnax": 41, "fore": 50, "serving_batching": 73, "serving_routing": 179,
     "serving_routing_azure_code": 147, "serving_routing_mooncake_conv": 328, "ballast": 57,
-    "ballast_hydro": 124, "direct_opd": 95, "compaction": 120, "stapo": 240, "cure": 156,
+    "ballast_hydro": 124, "direct_opd": 95, "compaction": 480, "stapo": 240, "cure": 156,
     "rail_pricing": 156,
 }
 
