@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as _dt
 import importlib.metadata
 import json
+import math
 import os
 import platform
 import re
@@ -198,18 +199,28 @@ def loss_verdict(unmet: Sequence[str]) -> tuple[str, str]:
   return "contradicted", ""
 
 
+def _rounding_of(shown: str) -> float:
+  """Half a unit in the last printed digit of a number as written ("-0.04" -> 0.005)."""
+  mant, _, exp = shown.lower().partition("e")
+  decimals = len(mant.split(".")[1]) if "." in mant else 0
+  return 0.5 * 10.0 ** (-decimals + (int(exp) if exp else 0))
+
+
 def _ci_shown(ours: str, ci: Sequence[float]) -> bool:
-  """Whether the `ours` text already prints `ci` as a bracketed interval "[lo, hi]" (both ends
-  equal to it up to 3-significant-figure rounding), so the table does not print it twice."""
-  close = lambda shown, v: abs(shown - v) <= 5e-3 * abs(v) + 5e-4
-  return any(close(float(a), ci[0]) and close(float(b), ci[1])
-             for a, b in _INTERVAL.findall(ours))
+  """Whether the `ours` text already prints `ci` as a bracketed interval "[lo, hi]": both ends
+  equal to it up to the rounding the text printed them with (or 3 significant figures), so the
+  table does not print it twice."""
+  def close(shown: str, v: float) -> bool:
+    return abs(float(shown) - v) <= max(5e-3 * abs(v) + 5e-4, _rounding_of(shown) * (1 + 1e-9))
+  return any(close(a, ci[0]) and close(b, ci[1]) for a, b in _INTERVAL.findall(ours))
 
 
 def ours_with_ci(c: Mapping[str, Any]) -> str:
-  """A claim's `ours` text with its 95% CI appended, unless the text already prints it."""
+  """A claim's `ours` text with its 95% CI appended, unless the text already prints it or the
+  interval is not finite (a descriptive row with no sampling interval)."""
   ours, ci = c.get("ours", ""), c.get("ci95")
-  ci_s = f" [{ci[0]:.4g}, {ci[1]:.4g}]" if ci and not _ci_shown(ours, ci) else ""
+  finite = bool(ci) and all(math.isfinite(float(x)) for x in ci)
+  ci_s = f" [{ci[0]:.4g}, {ci[1]:.4g}]" if finite and not _ci_shown(ours, ci) else ""
   return f"{ours}{ci_s}"
 
 

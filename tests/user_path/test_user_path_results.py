@@ -322,6 +322,11 @@ def test_claim_ci_is_printed_once():
   # a number that merely contains the CI's digits is not the interval: a zero-width CI is shown
   point = c("z", "p", "1.010x", "partly reproduced", ci95=(1.0102774, 1.0102774))
   assert results_lib.ours_with_ci(point) == "1.010x [1.01, 1.01]"
+  # an interval printed with fewer digits is still the same interval; an infinite one is not shown
+  rounded = c("w", "p", "-0.16 [-0.28, -0.04]", "contradicted", ci95=(-0.2794, -0.04459))
+  assert results_lib.ours_with_ci(rounded) == rounded["ours"]
+  wide = c("v", "p", "1.152", "descriptive", ci95=(-float("inf"), float("inf")))
+  assert results_lib.ours_with_ci(wide) == "1.152"
   table = results_lib.verdict_table([inline, other])
   assert table.count("-0.628") == 1 and "[37.8, 43.86]" in table
 
