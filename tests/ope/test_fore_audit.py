@@ -20,10 +20,11 @@ def x64():
 
 
 def _square_products(fn, n, d, *args):
-  """Number of dot_generals in fn's jaxpr that contract the n axis into a (d, d) output."""
+  """Number of dot_generals in fn's jaxpr that contract the n axis into a (d, d) output, or
+  (d, d + 1): A and b computed together as zᵀ[x − γx', r]."""
   jaxpr = jax.make_jaxpr(fn)(*args)
   return sum(1 for e in jaxpr.jaxpr.eqns if e.primitive.name == "dot_general"
-             and tuple(e.outvars[0].aval.shape) == (d, d))
+             and tuple(e.outvars[0].aval.shape) in ((d, d), (d, d + 1)))
 
 
 def test_closed_form_computes_only_one_n_by_d_squared_product():
