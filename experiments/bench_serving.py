@@ -61,6 +61,12 @@ _CACHE = flags.DEFINE_integer("cache_rows", 256, "K of the prefix-cache rows (Mo
                               "off and on; 0 = none)")
 _CACHE_WINDOW = flags.DEFINE_integer("cache_window", 128, "engine window of the prefix-cache rows "
                                      "(Mooncake's long prompts fill a 32-slot one: ~40% rejected)")
+_VIDUR = flags.DEFINE_string("vidur_python", None,
+                             "python with vidur 0.0.26 (the [peers] extra): adds the Vidur rows; "
+                             "default $JAXRL_VIDUR_PYTHON, else this python if it imports vidur")
+_VIDUR_REQ = flags.DEFINE_integer("vidur_requests", 1024,
+                                  "requests of the Vidur rows (first of azure_conv, recorded rate)")
+_VMAP = flags.DEFINE_integer("vidur_vmap", 16, "copies vmapped in the 'vmap' Vidur-row variant")
 _PIN = flags.DEFINE_bool("pin", True, "run on one core, XLA intra-op threads off (module doc)")
 _PINNED_ENV = "JAXRL_BENCH_PINNED"
 _ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
@@ -221,6 +227,62 @@ def bench_continuous(num_envs, k, ref_requests, rate=1.0, cap_idx=6, window=32) 
                 ref_requests)
 
 
+def bench_vidur(requests: int, vidur_python: str, reps: int, copies: int) -> dict:
+  """One A100 serving Llama-2-7B with chunked prefill (validate_vidur's setup: cap 128, budget
+  2,048, the profiled cost, no CPU overhead on either side) on the first `requests` requests of
+  azure_conv at the recorded rate: simulated requests per CPU-second of one JAX env, of
+  `copies` envs in one vmapped program, and of Vidur 0.0.26's simulation (its forests are
+  trained once before timing: setup CPU reported apart). Best of `reps` per side."""
+  from experiments import validate_vidur as vv  # pylint: disable=import-outside-toplevel
+  c = vv.get_config(False, requests=requests, vidur_python=vidur_python)
+  c.vidur_python = vidur_python
+  with jax.enable_x64(True):
+    run, p = vv._rollout_fn(c, "profiled", no_overhead=True)  # pylint: disable=protected-access
+    key = jax.random.PRNGKey(c.seed)
+    many = jax.jit(jax.vmap(run, in_axes=(None, 0)))
+    keys = jax.random.split(key, copies)
+    one_fn = lambda: jax.block_until_ready(run(p, key))
+    many_fn = lambda: jax.block_until_ready(many(p, keys))
+    st = one_fn()
+    many_fn()
+    done = int(jnp.sum(engine.results(st.eng).status == engine.DONE))
+    best = {"one": np.inf, "vmap": np.inf, "vidur": np.inf}
+    r = vv.replay(c, "profiled", no_overhead=True)[0]
+    import tempfile  # pylint: disable=import-outside-toplevel
+    with tempfile.TemporaryDirectory(prefix="bench_vidur_") as work:
+      cache = os.path.join(work, "cache")
+      setup = vv.vidur_run(c, r, work, cache, "warm")["cpu_s_setup"]   # trains the forests
+      for i in range(reps):
+        best["one"] = min(best["one"], _timed(one_fn)[1])
+        best["vmap"] = min(best["vmap"], _timed(many_fn)[1])
+        v = vv.vidur_run(c, r, work, cache, f"rep{i}")
+        best["vidur"] = min(best["vidur"], v["cpu_s_run"])
+    v_done = int(v["completed"].sum())
+  per = {"one": done / best["one"], "vmap": copies * done / best["vmap"],
+         "vidur": v_done / best["vidur"]}
+  return {"requests": requests, "finished_engine": done, "finished_vidur": v_done,
+          "req_per_cpu_s": per, "vidur_setup_cpu_s": setup, "copies": copies,
+          "one_over_vidur": per["one"] / per["vidur"], "vmap_over_one": per["vmap"] / per["one"]}
+
+
+def _vidur_lines(v: dict) -> list[str]:
+  per = v["req_per_cpu_s"]
+  return [
+      f"\nVidur 0.0.26 beside the engine (one A100, Llama-2-7B, chunked prefill 2,048, cap 128, "
+      f"profiled cost, {v['requests']} azure_conv requests at the recorded rate; finished "
+      f"{v['finished_engine']} / {v['finished_vidur']}):",
+      f"{'simulator':44s} {'req / CPU-s':>12s} {'/ Vidur':>8s}",
+      f"{'engine, one env (jit)':44s} {per['one']:12.0f} {v['one_over_vidur']:7.1f}x",
+      f"{'engine, vmap x' + str(v['copies']) + ' envs (one program)':44s} {per['vmap']:12.0f} "
+      f"{per['vmap'] / per['vidur']:7.1f}x",
+      f"{'Vidur 0.0.26 simulation (forests trained before)':44s} {per['vidur']:12.0f} "
+      f"{1.0:7.1f}x",
+      f"Target (issue #35): one env >= 20x Vidur per CPU-second: "
+      f"{'met' if v['one_over_vidur'] >= 20 else 'not met'}. vmap on this CPU buys "
+      f"{v['vmap_over_one']:.2f}x over one env per CPU-second; Vidur's forest training took "
+      f"{v['vidur_setup_cpu_s']:.0f} CPU-s once (not in its row)."]
+
+
 def _row(name, r):
   return (f"{name:44s} {r['jax_req_per_cpu_s']:9.0f} {r['ref_req_per_cpu_s']:9.0f} "
           f"{r['ratio_cpu']:6.1f}x {r['jax_cpu_us_per_req']:8.1f} {r['jax_req_per_s']:9.0f} "
@@ -247,6 +309,9 @@ def main(argv):
     k = _CACHE.value
     rows += [(f"ServingRoute-v0 Mooncake 8B, cache {'on' if on else 'off'}, K={k}",
               bench_prefix_cache(n, k, refq, _CACHE_WINDOW.value, on)) for on in (False, True)]
+  from experiments import validate_vidur as vv  # pylint: disable=import-outside-toplevel
+  vpy, why = vv.find_vidur_python(_VIDUR.value)
+  vidur = bench_vidur(_VIDUR_REQ.value, vpy, reps, _VMAP.value) if vpy else None
   for r in range(reps):
     for _, sides in rows:
       sides.time_once()
@@ -267,6 +332,7 @@ def main(argv):
     print(_row(name, r))
   print(f"JAX CPU cost per request, largest / smallest over K = {tables}: "
         f"{max(per_req) / min(per_req):.2f}x (target <= 1.5x)")
+  print("\n".join(_vidur_lines(vidur)) if vidur else f"\nVidur rows skipped: {why}")
   if _CACHE.value:
     print(f"Prefix cache (Mooncake, K={_CACHE.value}): JAX CPU per request with / without it "
           f"{on['jax_cpu_us_per_req'] / off['jax_cpu_us_per_req']:.1f}x; JAX / reference per "
