@@ -254,6 +254,13 @@ def _run_v2(c, dt_h, bar) -> dict:
   mode_sel = selection.pick_mode(sel_steps, better="lower",
                                  data=f"v2 selection episodes ({c.v2_episodes}, other keys)")
   mode = mode_sel.choice
+  fc_sweep = None
+  if c.fair_chance_sweep:   # v2's half-budget run, scored on the v2 selection episodes
+    bar.set_postfix_str("v2-fair-chance")
+    fc_sweep = _half_budget_sweep(
+        c.rl_v2, lambda cfg: _train(cfg, env2, p2_train, jax.random.split(
+            jax.random.PRNGKey(c.seed + 1), c.rl_v2_seeds))[0],
+        lambda sp: run_ev(vp_rp, sp, mode_pid[mode], sel2)["steps"].mean(), sel_steps[mode])
   by_mode = {m: [run_ev(vp_rp, sp, pid, keys2) for sp in sps] for m, pid in mode_pid.items()}
   rl = by_mode[mode]
   o2["rl-v2"] = {"steps": np.mean([o["steps"] for o in rl], 0),
@@ -274,7 +281,7 @@ def _run_v2(c, dt_h, bar) -> dict:
     rows[rname]["rl_gap_share"] = _gap_share(o2["rl-v2"]["steps"][sel], rep,
                                              o2["oracle-v2"]["steps"][sel], c.n_boot, c.seed)
   return {"rows": rows, "mode": mode, "train_wall_s": t_train, "banks": banks,
-          "mode_selection": mode_sel.to_dict(),
+          "mode_selection": mode_sel.to_dict(), "fair_chance_sweep": fc_sweep,
           "blocked_steps": {"rl_per_seed": [o["steps"][blk].tolist() for o in rl],
                             "replan": o2["replan-v2"]["steps"][blk].tolist()},
           "seeds": _seed_rows(by_mode, sel_steps, o2["replan-v2"]["steps"], blk, c),
@@ -497,24 +504,32 @@ def _pick_comparator(c, ev, p, bp, sel_keys, xp0, data: str) -> selection.Select
                              data=data + ", blocked episodes", better="lower")
 
 
-def _fair_chance_sweep(c, env, p, ev, bp, sel_keys, pid, graph, full_steps) -> dict | None:
-  """RL's budget sweep for the fair-chance rule: the v1 agent trained at half its budget (a
-  complete run, same seeds) and at its budget, scored in the chosen action mode on the
-  selection episodes (validation keys, never the evaluation ones). Budgets in PPO updates."""
-  batch = c.rl.num_envs * c.rl.num_steps
-  n_up = c.rl.total_timesteps // batch
+def _half_budget_sweep(rl_cfg, train, score, full_scores) -> dict | None:
+  """RL's budget sweep for the fair-chance rule: the agent trained at half its budget (a
+  complete run, same seeds: train(cfg) -> params [seeds, ...]) and at its budget, each seed
+  scored by score(seed_params) on selection episodes (validation keys, never the evaluation
+  ones; lower is better). Budgets in PPO updates; None (and the negative RL verdict stays
+  inconclusive) when the budget is not an even number of updates (configs.ballast.validate
+  refuses that for the full run)."""
+  batch = rl_cfg.num_envs * rl_cfg.num_steps
+  n_up = rl_cfg.total_timesteps // batch
   if n_up < 2 or n_up % 2:
-    return None   # no doubling to judge: a negative RL verdict stays inconclusive
-  half = c.rl.copy_and_resolve_references()
+    return None
+  half = rl_cfg.copy_and_resolve_references()
   half.total_timesteps = (n_up // 2) * batch
-  params, _ = _train(half, env, p, jax.random.split(jax.random.PRNGKey(c.seed), c.rl_seeds))
-  steps_half = []
-  for s in range(c.rl_seeds):
-    sp = jax.tree.map(lambda x, s=s: x[s], params)
-    steps_half.append(float(ev(p, bp, pid, sel_keys, ((sp, graph), (sp, graph)))["steps"]
-                            .mean()))
-  return {"scores": [steps_half, [float(x) for x in full_steps]],
+  params = train(half)
+  n_seeds = len(full_scores)
+  steps_half = [float(score(jax.tree.map(lambda x, s=s: x[s], params))) for s in range(n_seeds)]
+  return {"scores": [steps_half, [float(x) for x in full_scores]],
           "budgets": [n_up // 2, n_up], "scale": "log_ratio", "better": "lower"}
+
+
+def _fair_chance_sweep(c, env, p, ev, bp, sel_keys, pid, graph, full_steps) -> dict | None:
+  """The v1 agent's half-budget sweep (`_half_budget_sweep`) on the v1 selection episodes."""
+  train = lambda cfg: _train(cfg, env, p, jax.random.split(jax.random.PRNGKey(c.seed),
+                                                           c.rl_seeds))[0]
+  score = lambda sp: ev(p, bp, pid, sel_keys, ((sp, graph), (sp, graph)))["steps"].mean()
+  return _half_budget_sweep(c.rl, train, score, full_steps)
 
 
 def _registered() -> dict[str, Claim]:
@@ -565,6 +580,7 @@ def _claims(c, outs, rl_outs, reg, sweep, v2, edge_mask, comp_sel, mode_sel, fc_
     add("ballast.v2_rl_vs_replan_32_blocked.v1", bs["rl_per_seed"],
         [bs["replan"]] * len(bs["rl_per_seed"]),
         selection=selection.Selection.from_dict(v2["mode_selection"]),
+        sweep=v2.get("fair_chance_sweep"),
         note="oracle-v2 (greedy with true conductances) is not a bound in v2")
   f1 = [_diag_rows(o, edge_mask, reg)["all"]["exercised"]["f1"] for o in rl_outs]
   f1_ref = _diag_rows(outs["replan"], edge_mask, reg)["all"]["exercised"]["f1"]

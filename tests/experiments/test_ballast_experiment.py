@@ -151,3 +151,15 @@ def test_quick_reproduction_writes_results(tmp_path, repo_root):
   # with no clog the oracle and B-replan take the same number of steps
   assert abs(t["oracle"]["steps"] - t["replan"]["steps"]) < 1e-6
   assert rec["table"]["all"]["oracle"]["steps"] <= rec["table"]["all"]["replan"]["steps"]
+
+
+def test_fair_chance_sweep_needs_an_even_number_of_updates():
+  """An odd update count used to skip the sweep silently (the full run's 200,000 steps gave 97
+  updates), leaving every negative RL verdict "fair chance not shown"; now the config says so."""
+  c = cfg.get_config()
+  cfg.validate(c)
+  c.rl.total_timesteps = 97 * c.rl.num_envs * c.rl.num_steps
+  with pytest.raises(ValueError, match="config.rl.total_timesteps gives 97 PPO updates"):
+    cfg.validate(c)
+  c.fair_chance_sweep = False
+  cfg.validate(c)
