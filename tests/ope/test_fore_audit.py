@@ -107,7 +107,7 @@ def test_many_datasets_paths_agree_and_default_is_named():
   for p in F.MANY_PATHS:
     np.testing.assert_allclose(v[p], ref, rtol=1e-10, err_msg=p)   # float64 (x64 fixture)
     np.testing.assert_allclose(v[p], v["loop"], rtol=1e-12, err_msg=p)
-  assert F.default_many_path() == ("map" if jax.default_backend() == "cpu" else "vmap")
+  assert F.default_many_path() == "vmap"
   assert F.fore_value_many(phi, phn, r, w, nu0, 0.9).shape == (b,)
   with pytest.raises(ValueError, match="path"):
     F.fore_value_many(phi, phn, r, w, nu0, 0.9, path="threads")
