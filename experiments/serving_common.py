@@ -26,11 +26,22 @@ import jaxrl_suite
 from jaxrl_suite.algos import behaviour_cloning, ppo, reinforce
 from jaxrl_suite.core import results, stats, tree_io
 from jaxrl_suite.core.networks import ActorCritic
-from jaxrl_suite.envs.serving import harness, heuristics, traces, workload
+from jaxrl_suite.envs.serving import harness, heuristics, protocol, traces, workload
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALGOS = {"ppo": ppo, "reinforce": reinforce}
 _FLAG_NAMES = ("config", "quick", "workdir", "eval_trace", "reuse_policies")
+
+# The serving studies' measurement protocol lives in the library (envs/serving/protocol.py);
+# these names keep the scripts' `common.X` calls.
+tune = protocol.tune
+best_heuristic_capacity = protocol.best_heuristic_capacity
+evaluate_table = protocol.evaluate_table
+mean_of = protocol.mean_of
+results_rows = protocol.results_rows
+ratio_rows = protocol.ratio_rows
+knob_line = protocol.knob_line
+tuned_payload = protocol.tuned_payload
 
 
 def define_flags(name: str) -> dict[str, Any]:
@@ -355,73 +366,6 @@ def with_modes(c, learned: dict[str, Any]) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------ tune / evaluate
 
-def tune(ev: harness.Evaluator, grids: dict[str, list], params, starts, scales: dict, key, slo,
-         type_id=None):
-  """Grid search of every family at every load on the same training windows, one batched call.
-  Returns (tuned {(family, load): params}, score {(family, load): training goodput}, #evals)."""
-  flat = [(f, i) for f, g in grids.items() for i in range(len(g))]
-  loads = list(scales)
-  res = ev.grid([grids[f][i] for f, i in flat], params, starts, [scales[l] for l in loads], key,
-                slo, type_id)
-  tuned, score = {}, {}
-  for f in grids:
-    rows = [j for j, (ff, _) in enumerate(flat) if ff == f]
-    for li, ld in enumerate(loads):
-      gp = [res[j, li]["goodput"] for j in rows]
-      best = int(np.nanargmax(gp))
-      tuned[(f, ld)] = grids[f][flat[rows[best]][1]]
-      score[(f, ld)] = float(gp[best])
-  return tuned, score, len(flat) * len(loads) * len(starts)
-
-
-def best_heuristic_capacity(ev: harness.Evaluator, grids: dict[str, list], params, starts, key,
-                            slo, trace_rate: float, type_id=None) -> tuple[float, float, str]:
-  """Capacity = the largest rate at which the BEST tuned heuristic meets the SLO for 90% of
-  requests on the training windows `starts`: every grid point of every family is a candidate at
-  every probed rate, so each family is tuned per rate (SITA's threshold, ...). Returns
-  (capacity req/s, rate scale, "family knobs" of the heuristic that sets it)."""
-  flat = [(f, g) for f, gs in grids.items() for g in gs]
-  cap, scale, i = harness.slo_capacity_best(ev, [g for _, g in flat], params, starts, key, slo,
-                                            trace_rate, type_id=type_id)
-  if i < 0:
-    return cap, scale, "none"
-  f, g = flat[i]
-  label = f"{f} ({heuristics.describe(f, g)})" if heuristics.FAMILY_KNOBS.get(f) else f
-  if scale >= 2.0 ** (harness.CAPACITY_HI / 4):
-    # Every probed rate met the SLO (short replays of a near-idle cluster: quick mode).
-    label += (f"; the SLO held up to the highest probed rate "
-              f"({2.0 ** (harness.CAPACITY_HI / 4):.0f}x the trace rate): a lower bound")
-  return cap, scale, label
-
-
-def evaluate_table(ev: harness.Evaluator, tuned: dict, families: Sequence[str],
-                   learned: dict[str, Any], rl_pp, params, starts, scales: dict, seeds, slo,
-                   type_id=None) -> dict:
-  """{(policy, load): [per-seed mean metrics over `starts`]}. Baselines: one evaluation key per
-  seed (predictor noise, random routers); RL: seed i's network with the same key. All jobs go
-  through one compiled evaluator."""
-  jobs, tags = [], []
-  for ld, sc in scales.items():
-    for si, s in enumerate(seeds):
-      keys = jax.random.split(jax.random.PRNGKey(1000 + s), len(starts))
-      pols = [(f, tuned[(f, ld)]) for f in families]
-      pols += [(a, rl_pp(jax.tree.map(lambda x: x[si], net))) for a, net in learned.items()]
-      for name, pp in pols:
-        for w, st in enumerate(starts):
-          jobs.append((pp, st, sc, keys[w]))
-          tags.append((name, ld, si))
-  ms = ev.metrics([j[0] for j in jobs], params, [j[1] for j in jobs], [j[2] for j in jobs],
-                  [j[3] for j in jobs], slo, type_id)
-  groups: dict = {}
-  for t, m in zip(tags, ms):
-    groups.setdefault(t, []).append(m)
-  cells: dict = {}
-  for (name, ld, si), v in groups.items():
-    cells.setdefault((name, ld), [None] * len(seeds))[si] = v
-  # per-seed means that keep the (seed, window) cells: CIs over windows x seeds
-  return {k: harness.Cells(v) for k, v in cells.items()}
-
-
 def paired_ratio(table, a: str, b: str, ld, metric: str = "goodput"):
   """(ratio, lo, hi) of a's mean metric over b's, paired by (seed, window) with the two-way
   bootstrap over seeds and windows (`stats.crossed_ratio_ci`) when the table keeps its cells;
@@ -439,10 +383,6 @@ def pick_rl(rl_train, algos: Sequence[str], ld) -> str:
   if rl_train is None or len(algos) == 1:
     return algos[0]
   return max(algos, key=lambda a: mean_of(rl_train, a, ld))
-
-
-def mean_of(table, p, ld, metric: str = "goodput") -> float:
-  return float(np.mean([m[metric] for m in table[(p, ld)]]))
 
 
 def within_verdict(r, tol: float = 0.01) -> str:
@@ -490,37 +430,6 @@ def rl_loss_verdict(r, gain, entity_obs: bool) -> tuple[str, str]:
 
 # ------------------------------------------------------------------------------ report
 
-def results_rows(summary: dict, policies: Sequence[str], loads, prefix: str = "",
-                 segregation: bool = False) -> list[str]:
-  head = ("| policy | load | goodput (req/s) | throughput (req/s) | SLO attain. | "
-          "TTFT p50 / p99 (s) | E2E p50 / p99 (s) |" + (" segregation |" if segregation else ""))
-  rows = [head, "|---" * (8 if segregation else 7) + "|"]
-  for ld in loads:
-    for p in policies:
-      s = summary[f"{prefix}{p}@{ld}"]
-      rows.append(
-          f"| {p} | {ld} | {harness.fmt(s['goodput'])} | {harness.fmt(s['throughput'])} | "
-          f"{s['slo_attainment'][0]:.3f} | {s['ttft_p50'][0]:.2f} / {s['ttft_p99'][0]:.2f} | "
-          f"{s['e2e_p50'][0]:.2f} / {s['e2e_p99'][0]:.2f} |"
-          + (f" {s['segregation'][0]:+.2f} |" if segregation else ""))
-  return rows
-
-
-def ratio_rows(ratios: dict) -> list[str]:
-  rows = ["| pair (RL / baseline) | load | metric | ratio [95% CI] |", "|---|---|---|---|"]
-  for k, v in ratios.items():
-    pair, rest = k.split("@")
-    ld, metric = rest.split(":")
-    rows.append(f"| {pair} | {ld} | {metric} | {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}] |")
-  return rows
-
-
-def knob_line(tuned: dict) -> str:
-  """Tuned knobs per (family, load), only those the family uses (heuristics.describe)."""
-  return "; ".join(f"{k[0]}@{k[1]} {heuristics.describe(k[0], v)}" for k, v in tuned.items()
-                   if heuristics.FAMILY_KNOBS.get(k[0]))
-
-
 def plot_curves(ax, curves: dict[str, Any], prefix: str = "") -> None:
   for a, cv in curves.items():
     cv = np.asarray(cv, np.float64)
@@ -534,6 +443,3 @@ def plot_curves(ax, curves: dict[str, Any], prefix: str = "") -> None:
   ax.legend(fontsize=7)
 
 
-def tuned_payload(tuned: dict, prefix: str = "") -> dict:
-  return {f"{prefix}{k[0]}@{k[1]}": {kk: float(vv) for kk, vv in v.items() if kk != "net"}
-          for k, v in tuned.items()}
