@@ -14,6 +14,8 @@ import ml_collections
 from configs import checks
 
 REWARDS = ("claim_f1", "precision_only", "token_recall", "holistic_rm", "qa_utility")
+# The holistic proxies claim-F1 is compared with (one pair of registered claims each).
+HOLISTIC = ("token_recall", "holistic_rm", "qa_utility")
 
 
 def get_config(arg=None):
@@ -100,3 +102,133 @@ def validate(config) -> None:
                                 "noise_eps_grpo", "noise_eps_grid"))
   checks.probabilities(config.env_params, [k for k in config.env_params.keys()
                                            if not k.endswith("entities")], "env_params.")
+  from jaxrl_suite.repro import Claim
+  ids = [Claim.from_dict(d).id for d in claims(config)]   # a malformed one fails here
+  if len(set(ids)) != len(ids):
+    raise ValueError(f"config.noise_eps_grpo must not repeat a value, got "
+                     f"{tuple(config.noise_eps_grpo)}")
+
+
+# ------------------------------------------------------------------------------------------------
+# Registered claims (jaxrl_suite.repro): fixed before the run, judged by the layer from per-seed
+# samples (the unit is a GRPO seed: every reward's run i uses the same seed i, so the samples are
+# paired); a changed rule gets a new id. Rows of a run that was not made are still emitted, as
+# "testbed cannot express the claim".
+_HACKING_PAPER = ("blog: claim decomposition + verification 'reduces reward hacking "
+                  "substantially' (no paper; ClaimDiff-RL / CapRL++ report hacking of holistic "
+                  "rewards)")
+_F1_WHY = ("min_effect 0.02: two points of true F1; a smaller gain is not a substantial "
+           "reduction of reward hacking")
+_SELECTION = ("none: identical GRPO (steps, prompts, group, lr, KL, seeds) under every reward, "
+              "evaluated on fixed held-out scenes; nothing is chosen on evaluation data")
+_OMISSION_PAPER = ("FActScore reports facts per response because precision alone rewards short "
+                   "outputs; ClaimDiff-RL: holistic rewards cut hallucination by omitting facts")
+_NOISE_PAPER = ("prediction: with false-accept rate eps and false-reject rate r, an unverifiable "
+                "claim raises expected verified precision iff eps > 1 - r")
+_NOISE_WHY = ("0.1 false claims per caption: a tenth of one appended claim, below which GRPO "
+              "has not learnt to add unverifiable claims")
+
+
+def noise_claim_id(eps, above: bool) -> str:
+  """The registered id of the noisy-verifier GRPO claim at `eps` (None: no run on that side)."""
+  side = "adds_false_claims" if above else "no_added_false_claims"
+  return f"cure.noisy_eps{float(eps):g}_{side}.v1" if eps is not None else \
+      f"cure.noisy_{'above' if above else 'below'}_threshold.v1"
+
+
+def _hacking_claims(h: str) -> list[dict]:
+  fall = "fall = max over eval points of true F1 minus the final true F1"
+  return [
+      dict(id=f"cure.final_f1_vs_{h}.v1",
+           text=f"claim-level reward ends with higher true F1 than {h}",
+           paper=_HACKING_PAPER,
+           statistic=f"per seed, final true F1 (exact scene-graph) of the claim_f1 run minus "
+                     f"that of the {h} run",
+           unit="seed", kind="superiority", better="higher", scale="difference",
+           min_effect=0.02, why=_F1_WHY, selection=_SELECTION),
+      dict(id=f"cure.fall_vs_{h}.v1",
+           text=f"claim-level reward falls less from its peak than {h}",
+           paper=_HACKING_PAPER,
+           statistic=f"per seed, claim_f1's fall of true F1 from its peak minus {h}'s ({fall}); "
+                     f"lower is better, so d = {h}'s fall minus claim_f1's",
+           unit="seed", kind="superiority", better="lower", scale="difference",
+           min_effect=0.02, why=_F1_WHY.replace("gain", "difference of falls"),
+           selection=_SELECTION)]
+
+
+def _omission_claims() -> list[dict]:
+  common = dict(paper=_OMISSION_PAPER, unit="seed", kind="superiority", better="higher",
+                scale="difference", selection=_SELECTION)
+  return [
+      dict(id="cure.precision_only_recall_falls.v1",
+           text="precision alone invites omission: true recall falls under the precision-only "
+                "reward",
+           statistic="per seed, true recall at the start minus at the end of the precision_only "
+                     "GRPO run",
+           min_effect=0.02, why="min_effect 0.02: two points of recall, the smallest omission "
+                                "worth calling one", **common),
+      dict(id="cure.precision_only_claims_fall.v1",
+           text="precision alone invites omission: claims per caption fall under the "
+                "precision-only reward",
+           statistic="per seed, claims per caption at the start minus at the end of the "
+                     "precision_only GRPO run",
+           min_effect=0.25, why="min_effect 0.25 claims: a quarter of a claim per caption "
+                                "(captions hold about 3.4 at the start), the smallest drop "
+                                "worth calling omission", **common)]
+
+
+def _noise_side(config, eps, above: bool) -> dict:
+  """The claim on one noisy-verifier GRPO run at `eps` (None: no run on that side)."""
+  t = 1.0 - config.noise_reject
+  where = "above" if above else "at or below"
+  what = f"eps = {eps:g}" if eps is not None else "eps"
+  stat = ("per seed, false claims per caption (exact evaluator) at the end minus at the start "
+          f"of claim_f1 GRPO with the noisy exact verifier ({what} {where} 1 - r, "
+          f"r = {config.noise_reject:g})")
+  if above:
+    rule = dict(kind="superiority", better="higher", min_effect=0.1,
+                why="min_effect " + _NOISE_WHY)
+    does = "adds false claims"
+  else:   # d = -(change): non-inferior when the change stays below +0.1
+    rule = dict(kind="non_inferiority", better="lower", margin=0.1, why="margin " + _NOISE_WHY)
+    does = "adds at most 0.1 false claims per caption"
+  return dict(id=noise_claim_id(eps, above),
+              text=f"claim-F1 GRPO with a verifier false-accept rate {what} {where} the "
+                   f"threshold 1 - r = {t:.2f} {does}",
+              paper=_NOISE_PAPER, statistic=stat, unit="seed", scale="difference",
+              selection=_SELECTION, **rule)
+
+
+def noise_sides(config) -> tuple[list, list]:
+  """(eps of the GRPO runs above 1 - r, eps at or below it), from the config."""
+  t = 1.0 - config.noise_reject
+  eps = [float(e) for e in config.noise_eps_grpo]
+  return [e for e in eps if e > t], [e for e in eps if not e > t]
+
+
+def _noise_claims(config) -> list[dict]:
+  above, below = noise_sides(config)
+  out = [_noise_side(config, e, True) for e in above or [None]]
+  out += [_noise_side(config, e, False) for e in below or [None]]
+  out.append(dict(
+      id="cure.noise_analytic_agreement.v1",
+      text="the implemented noisy verifier's mean precision change from one appended false "
+           "claim follows the analytic expectation",
+      paper=_NOISE_PAPER,
+      statistic="per eps of config.noise_eps_grid (the unit here: a grid point, not a seed), "
+                "measured minus analytic mean change of verified precision on the base "
+                "captioner's captions with a free slot",
+      unit="seed", kind="descriptive",
+      why="a check of the implementation against the formula: reported, not judged",
+      selection="none"))
+  return out
+
+
+def claims(config) -> list[dict]:
+  """The registered claims as plain dicts (repro.claims.Claim.from_dict reads each). The
+  noisy-verifier claims follow config.noise_eps_grpo and config.noise_reject (fixed before the
+  run): one per eps run, on its side of the threshold 1 - r, or one per side with no run."""
+  out = []
+  for h in HOLISTIC:
+    out += _hacking_claims(h)
+  return out + _omission_claims() + _noise_claims(config)

@@ -14,6 +14,8 @@ Pipeline (SceneCap, `jaxrl_suite.envs.text.scene_cap`):
   5. the verifier-noise prediction: adding an unverifiable claim raises expected verified
      precision iff eps > current verified precision (= 1 - r for true claims): analytic vs
      measured on the base captioner's captions, and GRPO runs on both sides of the threshold.
+Verdicts: the claims registered in configs/cure.py (`claims(config)`), each judged by
+jaxrl_suite.repro (`claim_record`) from per-seed samples in `judge_claims`.
 
 Run from the repo root:  python -m experiments.cure [--quick] [--config.grpo_steps=...]
 """
@@ -47,6 +49,7 @@ from jaxrl_suite.lm import model as lm_model  # noqa: E402
 from jaxrl_suite.lm import pretrain as lm_pretrain  # noqa: E402
 from jaxrl_suite.lm import reward_models as rmod  # noqa: E402
 from jaxrl_suite.lm import sampling  # noqa: E402
+from jaxrl_suite.repro import Claim, claim_record  # noqa: E402
 
 try:
   from tqdm.auto import tqdm
@@ -57,7 +60,7 @@ except ImportError:  # pragma: no cover
 NAME = "cure"
 _FLAGS = cli.ScriptFlags(NAME, cli.config_path(NAME))
 
-HOLISTIC = ("token_recall", "holistic_rm", "qa_utility")
+HOLISTIC = cure_config.HOLISTIC
 EXACT = ("precision", "recall", "f1", "claims", "false_claims", "duplicates", "malformed",
          "length")
 
@@ -334,71 +337,17 @@ def _fmt(ci, digits=3):
   return f"{m:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
-def verdicts(config, runs, noise, steps):
-  out, md = [], []
+def summarise(config, runs, noise, steps):
+  """(per-reward peak/fall summaries, paired claim-F1 vs holistic differences, noisy-verifier
+  GRPO changes) for the tables and the record's payload (no verdicts: see judge_claims)."""
   cl = runs["claim_f1"]["curves"]
   summ = {k: peak_and_fall(v["curves"]["f1"], steps) for k, v in runs.items()}
-  # 1. claim-level vs each holistic proxy: fall from peak and final true F1, paired by seed.
-  holi = [h for h in HOLISTIC if h in runs]
   per = {}
-  for h in holi:
+  for h in [h for h in HOLISTIC if h in runs]:
     hc = runs[h]["curves"]
-    d_fall = (hc["f1"].max(1) - hc["f1"][:, -1]) - (cl["f1"].max(1) - cl["f1"][:, -1])
-    d_final = cl["f1"][:, -1] - hc["f1"][:, -1]
-    per[h] = {"fall_diff": stats.mean_ci(d_fall), "final_diff": stats.mean_ci(d_final),
-              "hacked": stats.mean_ci(hc["f1"].max(1) - hc["f1"][:, -1])[1] > 0}
-  if holi:
-    better = [h for h in holi if per[h]["final_diff"][1] > 0]
-    less_fall = [h for h in holi if per[h]["fall_diff"][1] > 0]
-    worse = [h for h in holi if per[h]["final_diff"][2] < 0]
-    any_hacked = any(per[h]["hacked"] for h in holi)
-    if not any_hacked and not better:
-      v = "inconclusive"
-    elif len(better) == len(holi):
-      v = "reproduced"
-    elif better:
-      v = "partly reproduced"
-    elif worse:
-      v = "contradicted"
-    else:
-      v = "not reproduced"
-    ours = "; ".join(f"vs {h}: final F1 diff {_fmt(per[h]['final_diff'])}, fall diff "
-                     f"{_fmt(per[h]['fall_diff'])}" for h in holi)
-    out.append(results_lib.claim(
-        "claim-level rewards reduce reward hacking (true F1 at the end and its fall from the "
-        "peak, claim-F1 vs each holistic proxy, paired by seed)",
-        "blog: claim decomposition + verification 'reduces reward hacking substantially' "
-        "(no paper; ClaimDiff-RL / CapRL++ report hacking of holistic rewards)", ours, v, None,
-        f"reproduced iff claim-F1's final true F1 is higher than every holistic proxy's (CI of "
-        f"the paired difference above 0); better than {len(better)}/{len(holi)}; fall from "
-        f"peak smaller (CI > 0) than {len(less_fall)}/{len(holi)}; holistic runs whose true F1 "
-        f"fell significantly from its peak: {[h for h in holi if per[h]['hacked']]}. "
-        f"claim-F1's own true F1 from step {summ['claim_f1']['late_from_step']} to the end: "
-        f"{_fmt(summ['claim_f1']['late_change'])} (CI containing 0: flattened)."))
-  # 2. precision alone invites omission.
-  if "precision_only" in runs:
-    pc = runs["precision_only"]["curves"]
-    d_rec = stats.mean_ci(pc["recall"][:, -1] - pc["recall"][:, 0])
-    d_n = stats.mean_ci(pc["claims"][:, -1] - pc["claims"][:, 0])
-    d_vs = stats.mean_ci(pc["recall"][:, -1] - cl["recall"][:, -1])
-    v = ("reproduced" if d_rec[2] < 0 and d_n[2] < 0 else
-         "partly reproduced" if d_rec[2] < 0 or d_n[2] < 0 else
-         "contradicted" if d_rec[1] > 0 and d_n[1] > 0 else "not reproduced")
-    out.append(results_lib.claim(
-        "precision alone invites omission (recall and claim count fall under the "
-        "precision-only reward)",
-        "FActScore reports facts per response because precision alone rewards short outputs; "
-        "ClaimDiff-RL: holistic rewards cut hallucination by omitting facts",
-        f"recall change {_fmt(d_rec)}, claim-count change {_fmt(d_n, 2)}, final recall "
-        f"precision-only minus claim-F1 {_fmt(d_vs)}", v, d_rec[1:],
-        "start -> final of GRPO under the precision-only claim reward (learned verifier)."))
-  # 3. the verifier-noise prediction.
-  rows = noise["rows"]
-  pos = [r_["eps"] for r_ in rows if r_["measured"] > 0]
-  crossing = min(pos) if pos else None
-  err = max(abs(r_["measured"] - r_["analytic"]) for r_ in rows)
-  agree = all(np.sign(round(r_["measured"], 4)) == np.sign(round(r_["analytic"], 4))
-              or r_["measured_ci"][0] <= r_["analytic"] <= r_["measured_ci"][1] for r_ in rows)
+    per[h] = {"fall_diff": stats.mean_ci(_fall(hc["f1"]) - _fall(cl["f1"])),
+              "final_diff": stats.mean_ci(cl["f1"][:, -1] - hc["f1"][:, -1]),
+              "hacked": stats.mean_ci(_fall(hc["f1"]))[1] > 0}
   ngrpo = {}
   for e in config.noise_eps_grpo:
     k = noisy_name(e)
@@ -409,26 +358,80 @@ def verdicts(config, runs, noise, steps):
                          "precision_change": stats.mean_ci(c["precision"][:, -1]
                                                            - c["precision"][:, 0]),
                          "above_threshold": float(e) > noise["threshold"]}
-  hacked_above = all(v_["false_claims_change"][1] > 0 for v_ in ngrpo.values()
-                     if v_["above_threshold"])
-  clean_below = all(v_["false_claims_change"][1] <= 0 for v_ in ngrpo.values()
-                    if not v_["above_threshold"])
-  both_sides = ({v_["above_threshold"] for v_ in ngrpo.values()} == {True, False})
-  v = ("reproduced" if agree and hacked_above and clean_below and both_sides else
-       "partly reproduced" if agree and (hacked_above or not ngrpo) else "not reproduced")
-  out.append(results_lib.claim(
-      "with false-accept rate eps, an unverifiable claim raises expected precision exactly when "
-      "eps exceeds the current (verified) precision; claim rewards get hacked above it",
-      f"prediction: threshold eps* = 1 - r = {noise['threshold']:.2f} for a verifier with "
-      f"false-reject rate r = {noise['reject']:.2f}",
-      f"measured sign change at eps = {crossing}; max |measured - analytic| = {err:.4f}; GRPO "
-      "false-claim change " + ", ".join(f"eps {e:g}: {_fmt(v_['false_claims_change'], 2)}"
-                                       for e, v_ in ngrpo.items()), v, None,
-      "reproduced iff the measured change agrees with the analytic one at every eps (sign, or "
-      "analytic inside the measured CI) and GRPO adds false claims above the threshold and not "
-      "below it (GRPO runs on both sides needed; partly reproduced with the analytic check and "
-      f"runs on one side only). GRPO eps values run: {sorted(ngrpo)}."))
-  return out, summ, per, ngrpo
+  return summ, per, ngrpo
+
+
+def _fall(f1: np.ndarray) -> np.ndarray:
+  """Per seed, the fall of true F1 from its peak: max over eval points minus the final value."""
+  return f1.max(1) - f1[:, -1]
+
+
+def _registered(config) -> dict[str, Claim]:
+  return {d["id"]: Claim.from_dict(d) for d in cure_config.claims(config)}
+
+
+def judge_claims(config, runs, noise) -> list[dict]:
+  """Every registered claim (configs/cure.py) judged by jaxrl_suite.repro from per-seed samples.
+
+  runs: {reward name: {"curves": {metric: [S, n_eval]}}} (seed i of every run shares its seed);
+  noise: noise_check's record. A claim whose run was not made gets its row all the same, as
+  "testbed cannot express the claim" with the reason."""
+  reg = _registered(config)
+  rows = []
+
+  def add(cid, a, b, note, missing=None):
+    row = claim_record(reg[cid], [] if missing else a, None if missing else b,
+                       cannot_express=missing)
+    row["note"] = "" if missing else note
+    rows.append(row)
+
+  cl = runs["claim_f1"]["curves"]
+  for h in HOLISTIC:
+    hc = runs.get(h, {}).get("curves")
+    missing = None if hc else f"the {h} run was not made (config.rewards)"
+    fin = [cl["f1"][:, -1], hc["f1"][:, -1]] if hc else [None, None]
+    fall = [_fall(cl["f1"]), _fall(hc["f1"])] if hc else [None, None]
+    add(f"cure.final_f1_vs_{h}.v1", *fin, missing=missing,
+        note=missing or f"final true F1 claim_f1 {fin[0].mean():.3f}, {h} {fin[1].mean():.3f}")
+    add(f"cure.fall_vs_{h}.v1", *fall, missing=missing,
+        note=missing or f"fall from peak claim_f1 {fall[0].mean():.3f}, {h} "
+                        f"{fall[1].mean():.3f}")
+  pc = runs.get("precision_only", {}).get("curves")
+  missing = None if pc else "the precision_only run was not made (config.rewards)"
+  vs = "" if missing else _fmt(stats.mean_ci(pc["recall"][:, -1] - cl["recall"][:, -1]))
+  for cid, m in (("cure.precision_only_recall_falls.v1", "recall"),
+                 ("cure.precision_only_claims_fall.v1", "claims")):
+    start_end = [pc[m][:, 0], pc[m][:, -1]] if pc else [None, None]
+    add(cid, *start_end, missing=missing,
+        note=missing or f"{m} start {start_end[0].mean():.3f} -> end "
+                        f"{start_end[1].mean():.3f}; final recall precision_only minus "
+                        f"claim_f1 {vs}")
+  for above, eps_list in zip((True, False), cure_config.noise_sides(config)):
+    for e in eps_list or [None]:
+      c = runs.get(noisy_name(e), {}).get("curves") if e is not None else None
+      missing = None if c else (
+          f"no GRPO run with the noisy verifier {'above' if above else 'at or below'} the "
+          f"threshold 1 - r = {noise['threshold']:.2f} (config.noise_eps_grpo = "
+          f"{tuple(config.noise_eps_grpo)})")
+      fc = [c["false_claims"][:, -1], c["false_claims"][:, 0]] if c else [None, None]
+      dp = "" if missing else _fmt(stats.mean_ci(c["precision"][:, -1] - c["precision"][:, 0]))
+      add(cure_config.noise_claim_id(e, above), *fc, missing=missing,
+          note=missing or f"eps {e:g}; true precision change {dp}")
+  rows.append(_agreement_row(reg["cure.noise_analytic_agreement.v1"], noise))
+  return rows
+
+
+def _agreement_row(claim: Claim, noise) -> dict:
+  """The descriptive row: measured vs analytic precision change over the eps grid."""
+  r = noise["rows"]
+  pos = [x["eps"] for x in r if x["measured"] > 0]
+  err = max(abs(x["measured"] - x["analytic"]) for x in r)
+  inside = sum(x["measured_ci"][0] <= x["analytic"] <= x["measured_ci"][1] for x in r)
+  row = claim_record(claim, [x["measured"] for x in r], [x["analytic"] for x in r])
+  row["note"] = (f"measured change first positive at eps = {min(pos) if pos else None} "
+                 f"(threshold 1 - r = {noise['threshold']:.2f}); max |measured - analytic| = "
+                 f"{err:.4f}; analytic inside the measured CI at {inside}/{len(r)} eps")
+  return row
 
 
 def markdown(config, runs, summ, per, ngrpo, noise, scorer_info, steps) -> str:
@@ -546,7 +549,8 @@ def run(config, workdir: str, results_dir=None, mode: str = "full", progress: bo
     runs[name] = {"curves": curves, "train": train, "wall_s": wall}
   noise = noise_check(config, env, params, cap_cfg, start)
   steps = np.arange(config.grpo_steps // config.eval_every + 1) * config.eval_every
-  cl, summ, per, ngrpo = verdicts(config, runs, noise, steps)
+  summ, per, ngrpo = summarise(config, runs, noise, steps)
+  cl = judge_claims(config, runs, noise)
   md = markdown(config, runs, summ, per, ngrpo, noise, scorer_info, steps)
   results_dir = results_dir or results_lib.output_dir(mode)
   os.makedirs(results_dir, exist_ok=True)
