@@ -3,7 +3,6 @@
 typed verdict, and the --quick end-to-end run (pretrain, scorers, GRPO under two rewards, noise
 check, claim rows that re-judge, results record + plot; slow)."""
 
-import ast
 import json
 import os
 
@@ -125,18 +124,6 @@ def test_judge_claims_known_answers():
   for row in rows + worse + none:
     assert records.check_row(row) is None, row["repro"]["rule"]["id"]
     assert set(row) >= {"claim", "paper", "ours", "verdict", "ci95", "detail", "note", "repro"}
-
-
-def test_no_verdict_string_literal_and_short_functions():
-  words = frozenset(verdicts.WORDS) | {verdicts.EXCEEDS}
-  path = os.path.join(REPO, "experiments", "cure.py")
-  tree = ast.parse(open(path).read())
-  typed = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Constant)
-           and isinstance(n.value, str) and n.value.strip() in words]
-  assert not typed, f"experiments/cure.py lines {typed} type a verdict"
-  long = [(n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(tree)
-          if isinstance(n, ast.FunctionDef) and n.end_lineno - n.lineno + 1 > 80]
-  assert not long, f"functions over 80 lines: {long}"
 
 
 @pytest.mark.slow
