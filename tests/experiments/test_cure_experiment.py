@@ -15,7 +15,6 @@ from configs import cure as cure_config
 from jaxrl_suite.core import results as results_lib
 from jaxrl_suite.repro import Claim, records, verdicts
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.mark.parametrize("field,value,match", [
