@@ -57,8 +57,10 @@ def test_plentiful_hub_data_gets_the_t_interval_and_covers():
                       p.num_states * p.num_actions)
   assert int(c.reason) == 0 and I.METHODS[int(c.method)] == "studentized_t"
   assert float(c.lo) < ex["J"] < float(c.hi)
-  # the t critical value is at least the normal one and close to it with many samples
-  assert 1.959 < float(c.crit) < 2.1
+  # the critical value is t_{0.975, sqrt(nu)} (RefusalRules.crit_df_power = 0.5), from scipy
+  from scipy import stats as st
+  want = st.t.ppf(0.975, float(c.df) ** 0.5)
+  assert float(c.crit) == pytest.approx(want, rel=1e-4) and float(c.crit) > st.norm.ppf(0.975)
   assert "studentized_t" in I.explain(c)
 
 

@@ -82,7 +82,8 @@ def test_aggregates_over_tasks_sharing_a_metric_match_rliable_functions():
   scores = [r.scores for r in rows if not r.legacy]
   ref = aggregate.iqm_ci(scores, seed=0)
   assert agg.iqm.estimate == pytest.approx(ref.estimate)
-  assert 1.2 < agg.iqm.estimate < 1.3
+  # the three tasks' ratios are 1.30, 1.20, 1.25 for every run: the IQM sits between them
+  assert min(1.20, 1.25, 1.30) <= agg.iqm.estimate <= max(1.20, 1.25, 1.30)
   # every RL run beats every heuristic run by 20-30%: P(RL > heuristic) = 1
   assert agg.p_improve.estimate == pytest.approx(1.0)
   text = cd.section(recs, figure="crossdomain.png")
