@@ -138,22 +138,19 @@ def noise_claim_id(eps, above: bool) -> str:
 
 def _hacking_claims(h: str) -> list[dict]:
   fall = "fall = max over eval points of true F1 minus the final true F1"
+  common = dict(paper=_HACKING_PAPER, unit="seed", kind="superiority", scale="difference",
+                min_effect=0.02, selection=_SELECTION)
   return [
       dict(id=f"cure.final_f1_vs_{h}.v1",
            text=f"claim-level reward ends with higher true F1 than {h}",
-           paper=_HACKING_PAPER,
            statistic=f"per seed, final true F1 (exact scene-graph) of the claim_f1 run minus "
                      f"that of the {h} run",
-           unit="seed", kind="superiority", better="higher", scale="difference",
-           min_effect=0.02, why=_F1_WHY, selection=_SELECTION),
+           better="higher", why=_F1_WHY, **common),
       dict(id=f"cure.fall_vs_{h}.v1",
            text=f"claim-level reward falls less from its peak than {h}",
-           paper=_HACKING_PAPER,
            statistic=f"per seed, claim_f1's fall of true F1 from its peak minus {h}'s ({fall}); "
                      f"lower is better, so d = {h}'s fall minus claim_f1's",
-           unit="seed", kind="superiority", better="lower", scale="difference",
-           min_effect=0.02, why=_F1_WHY.replace("gain", "difference of falls"),
-           selection=_SELECTION)]
+           better="lower", why=_F1_WHY.replace("gain", "difference of falls"), **common)]
 
 
 def _omission_claims() -> list[dict]:
