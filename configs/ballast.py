@@ -1,11 +1,11 @@
 # BallastNet reproduction: "RL-Ballast beats Dijkstra by 32% on decision steps when pipes get
 # blocked, and diagnoses clogs with no extra flow sensors" (blog claim, no public paper).
 #
-# COMMAND (full, ~15 min on 2 cores (budget 30): measured 893 s from a clean tree at 2625c3e,
-# with a serving run sharing the cores; writes results/ballast.{json,md,png} AND
-# results/ballast_dt_sweep.{json,md} from the same evaluation):
+# COMMAND (full, ~25 min on 2 cores (budget 30): measured 1,492 s from a clean tree at 0e21159,
+# 5 seeds and both half-budget sweeps, with another run sharing the cores; writes
+# results/ballast.{json,md,png} AND results/ballast_dt_sweep.{json,md} from the same evaluation):
 #   .venv/bin/python -m experiments.ballast
-#   (where the time goes: v1 PPO 3 seeds x 200k steps ~280 s, v2 PPO 3 seeds x 200k ~300 s,
+#   (where the time went with 3 seeds: v1 PPO 3 seeds x 200k steps ~280 s, v2 PPO 3 seeds x 200k ~300 s,
 #   v1 evaluation in 2 action modes + baselines + dt sweep + v2 evaluation + generalisation, the rest)
 # COMMAND (quick, CI smoke test, ~60-90 CPU-s, mostly XLA compilation; v2 and the
 # generalisation test are off, tests/ballast covers the v2 agent):
