@@ -98,11 +98,11 @@ REGISTRY: list[Stage] = [
 # Quick-mode wall seconds of each stage run alone on 2 cores (measured; see the ETA note in
 # run_all). Used only where workdirs/reproduce/ has no timings of an earlier quick run (a fresh
 # clone): they order the stages (longest first, with two at a time) and give the first ETA.
-QUICK_SECONDS: dict[str, float] = {   # 56d0582, fresh clone, two stages at a time
-    "ppo_gymnax": 41, "fore": 50, "serving_batching": 73, "serving_routing": 179,
-    "serving_routing_azure_code": 147, "serving_routing_mooncake_conv": 328, "ballast": 57,
-    "ballast_hydro": 124, "direct_opd": 95, "compaction": 480, "stapo": 240, "cure": 156,
-    "rail_pricing": 156,
+QUICK_SECONDS: dict[str, float] = {   # f951f9a, fresh clone, two stages at a time: 14m14s
+    "ppo_gymnax": 24, "fore": 48, "serving_batching": 66, "serving_routing": 95,
+    "serving_routing_azure_code": 88, "serving_routing_mooncake_conv": 205, "ballast": 89,
+    "ballast_hydro": 149, "direct_opd": 130, "compaction": 214, "stapo": 115, "cure": 211,
+    "rail_pricing": 157,
 }
 
 
