@@ -44,27 +44,6 @@ def test_profiled_routing_matches_reference():
   assert int(np.asarray(st.eng.n_iter).sum()) > 3 * int(st.eng.n_events)
 
 
-@pytest.mark.slow
-def test_profiled_static_matches_reference():
-  """Static batching: the closed-form decode series (profiled_cost.static_decode_time) equals
-  summing profiled_cost.batch_time over every padded step."""
-  with jax.enable_x64(True):
-    env, p = batching.make_batching("static", table_size=48, trace=CONV, train_frac=None,
-                                    iteration_cost="profiled")
-    p = p.replace(window_start=300, rate_scale=0.3)
-    pp = {"b_idx": 6, "b": 8, "timeout": 0.52}   # B = STATIC_LEVELS[6] = 8
-    st, _, _ = jax.jit(lambda k: evaluate.rollout(env, p, heuristics.timeout, pp, k, 10_000))(
-        jax.random.PRNGKey(0))
-    r = st.req
-    out = reference_sim.simulate_static(
-        cost_model.A100_7B, np.asarray(r.arrival), np.asarray(r.prompt), np.asarray(r.output),
-        lambda v: 8 if (v["queue"] >= 8 or v["oldest"] >= 0.52 or v["all_arrived"]) else 0,
-        p.wait_dt, iteration_cost="profiled")
-  assert (out["status"] == 3).all()
-  np.testing.assert_allclose(np.asarray(st.finish), out["finish"], rtol=1e-9, atol=1e-9)
-  np.testing.assert_allclose(np.asarray(st.ttft), out["ttft"], rtol=1e-9, atol=1e-9)
-
-
 def test_profiled_and_analytic_agree_roughly():
   """Same trace and router, both costs (float32, the training dtype): latencies differ (the
   analytic closed form misses the profiles by 10-20% per row) but stay the same order of

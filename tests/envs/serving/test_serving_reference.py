@@ -103,9 +103,15 @@ def test_continuous_single_gpu_matches_reference_with_changing_cap():
   np.testing.assert_allclose(np.asarray(res.ttft), out["ttft"], rtol=1e-9, atol=1e-9)
 
 
-def test_static_matches_reference():
+@pytest.mark.parametrize("iteration_cost,table_size", [
+    ("analytic", 64),
+    # static batching's closed-form decode series under the profiled cost
+    # (profiled_cost.static_decode_time) equals summing batch_time over every padded step
+    pytest.param("profiled", 48, marks=pytest.mark.slow)])
+def test_static_matches_reference(iteration_cost, table_size):
   with jax.enable_x64(True):
-    env, p = batching.make_batching("static", table_size=64, trace=CONV, train_frac=None)
+    env, p = batching.make_batching("static", table_size=table_size, trace=CONV, train_frac=None,
+                                    iteration_cost=iteration_cost)
     p = p.replace(window_start=300, rate_scale=0.3)
     pp = {"b_idx": 6, "b": 8, "timeout": 0.52}   # B = STATIC_LEVELS[6] = 8
     st, _, _ = jax.jit(lambda k: evaluate.rollout(env, p, heuristics.timeout, pp, k, 10_000))(
@@ -114,7 +120,7 @@ def test_static_matches_reference():
     out = reference_sim.simulate_static(
         cost_model.A100_7B, np.asarray(r.arrival), np.asarray(r.prompt), np.asarray(r.output),
         lambda v: 8 if (v["queue"] >= 8 or v["oldest"] >= 0.52 or v["all_arrived"]) else 0,
-        p.wait_dt)
+        p.wait_dt, iteration_cost=iteration_cost)
     assert (out["status"] == 3).all()
     np.testing.assert_allclose(np.asarray(st.finish), out["finish"], rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(np.asarray(st.ttft), out["ttft"], rtol=1e-9, atol=1e-9)
