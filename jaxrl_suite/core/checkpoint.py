@@ -12,7 +12,9 @@ Quiet: orbax logs every file it writes at INFO (most of a stage's log) and, on u
 ERROR lines and straggling TensorStore callbacks ("Event loop is closed" tracebacks) before the
 exception that this module turns into its two-line `CheckpointError`. Importing this module
 drops orbax's INFO/DEBUG records; its warnings and errors raised while a step is read are held
-back and shown only if the read succeeds (when it fails, the CheckpointError says it all).
+back and shown only if the read succeeds (when it fails, the CheckpointError says it all), and
+asyncio's "Future exception was never retrieved" records for the abandoned TensorStore reads are
+dropped whenever they come.
 """
 
 from __future__ import annotations
@@ -87,6 +89,33 @@ def _straggler_hook(previous):
 
 if not getattr(sys.unraisablehook, "_jaxrl_orbax", False):
   sys.unraisablehook = _straggler_hook(sys.unraisablehook)
+
+
+class _TensorStoreFutureFilter(logging.Filter):
+  """On asyncio's logger: drops "Future exception was never retrieved" for TensorStore reads.
+
+  After a failed read orbax abandons the sibling reads of the same step; when those futures are
+  garbage-collected (at any later time, often at exit, so `_quiet_read` cannot hold them) asyncio
+  logs each one with the whole TensorStore spec, 70+ lines that repeat the error the
+  CheckpointError already named. Other asyncio errors pass.
+  """
+
+  def __init__(self):
+    super().__init__("jaxrl_suite.tensorstore_futures")
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    msg = record.getMessage()
+    return not ("exception was never retrieved" in msg and "tensorstore_spec" in msg)
+
+
+def _install_asyncio_filter() -> None:
+  logger = logging.getLogger("asyncio")
+  if not any(f.name == "jaxrl_suite.tensorstore_futures" for f in logger.filters
+             if isinstance(f, logging.Filter)):
+    logger.addFilter(_TensorStoreFutureFilter())
+
+
+_install_asyncio_filter()
 
 
 @contextlib.contextmanager
