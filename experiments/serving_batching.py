@@ -26,10 +26,12 @@ if __name__ == "__main__" and __package__ in (None, ""):
 import time
 
 from absl import app
+import numpy as np
 
 from experiments import serving_common as common
 from jaxrl_suite.core import plotting, results
 from jaxrl_suite.envs.serving import batching, cost_model, harness, heuristics, traces
+from jaxrl_suite.repro import Claim, claim_record, selection
 
 NAME = "serving_batching"
 FLAGS = common.define_flags(NAME)
@@ -131,92 +133,88 @@ def run_mode(c, mode, trace, train_tr, test_tr, workdir, seeds, reuse=False):
                                         rate_mults=tuple(float(x) for x in c.loads), **kw)
   budget = {a: (int(c.continuous_timesteps) if mode == "continuous"
                 else int(c[a].total_timesteps)) for a in c.algos}
-  learned, curves, train_time = common.learned_policies(
+  ckpts, curves, train_time = common.learned_sweep(
       c, env_rl, p_rl, seeds, os.path.join(workdir, f"policies_{trace}_{mode}.npz"), budget,
       reuse, tag)
-  learned = common.with_modes(c, learned)
+  learned = common.with_modes(c, {a: v[-1] for a, v in ckpts.items()})
+  half = common.with_modes(c, {a: v[0] for a, v in ckpts.items()})
 
-  # 4. RL variant chosen on training windows; everything evaluated on the unseen part.
-  rl_train = None if len(learned) < 2 else common.evaluate_table(
-      ev, tuned, [], learned, rl_pp, p_train, tune_starts[:c.n_select_windows], scales, seeds, slo)
+  # 4. On the validation windows (training part): the RL variant is chosen at the whole budget,
+  # and the half-budget params give the last doubling (fair chance). The evaluation part is
+  # used once, below.
+  val = tune_starts[:c.n_select_windows]
+  rl_train = common.evaluate_table(ev, tuned, [], learned, rl_pp, p_train, val, scales, seeds,
+                                   slo)
+  rl_half = common.evaluate_table(ev, tuned, [], half, rl_pp, p_train, val, scales, seeds, slo)
   table = common.evaluate_table(ev, tuned, list(grids), learned, rl_pp, p_test, test_starts,
                                 scales, seeds, slo)
   print(f"{tag} evaluated ({time.time() - t0:.0f} s)", flush=True)
   return {"table": table, "tuned": tuned, "tune_score": tune_score, "capacity": cap,
           "capacity_how": cap_how, "scales": scales, "curves": curves, "train_time": train_time,
           "n_evals": n_evals, "families": list(grids), "learned": list(learned),
-          "rl_train": rl_train, "model": model, "max_model_len": mml, "trace": trace,
+          "rl_train": rl_train, "rl_half": rl_half, "budget": budget, "model": model, "max_model_len": mml, "trace": trace,
           "replay": int(c.eval_table), "slo": slo}
 
 
-def _claim(c, key, o, ratios):
+def _claims(c, key, o, registered) -> list[dict]:
+  """One row per load: the registered claim judged by jaxrl_suite.repro from the per-(seed,
+  window) relative goodput differences, with both choices (training windows) and RL's last
+  budget doubling (validation windows) in the record."""
   trace, mode = key
-  rs = {ld: ratios[f"{trace}:{mode}:{o['best_rl'][ld]}/{o['best_h'][ld]}@{ld}:goodput"]
-        for ld in c.loads}
-  worst = max(c.loads, key=lambda ld: abs(rs[ld][0] - 1.0))
-  r = rs[worst]
-  gains = {ld: common.late_gain(o["curves"][o["best_rl"][ld].split("-")[0]]) for ld in c.loads}
-  verdict, why = batching_verdict(rs, gains)
-  # Context, not the verdict: against the family that is best on the EVALUATION windows (an
-  # upper bound for the heuristic side, which no practitioner could pick in advance).
-  hind = {ld: ratios[f"{trace}:{mode}:{o['best_rl'][ld]}/"
-                     f"{max(o['families'], key=lambda f: common.mean_of(o['table'], f, ld))}"
-                     f"@{ld}:goodput"] for ld in c.loads}
-  o["hindsight"] = hind
-  worst_h = max(c.loads, key=lambda ld: abs(hind[ld][0] - 1.0))
-  what = ("tuned static batching (best of static B / timeout / idle-only per load)"
-          if mode == "static" else "a tuned constant max_num_seqs (continuous batching)")
-  pct = lambda v: f"{(v[0] - 1) * 100:+.1f}% [{(v[1] - 1) * 100:+.1f}, {(v[2] - 1) * 100:+.1f}]"
-  return results.claim(
-      f"{trace} ({o['model']}), 1 GPU, {mode} batching: RL within ~1% of {what}; RL and family "
-      "chosen on training windows; goodput at SLO",
-      "+0.1% to +1.0%" if mode == "static" else
-      "(no paper figure; RL ~ tuned heuristic expected)",
-      f"vs the family best on evaluation windows (hindsight, context): {pct(hind[worst_h])} "
-      f"(load {worst_h}); vs the family chosen on training windows: {(r[0] - 1) * 100:+.1f}% "
-      f"(load {worst}, largest deviation)", verdict,
-      ci95=[(r[1] - 1) * 100, (r[2] - 1) * 100],
-      detail="; ".join(f"load {ld}: {o['best_rl'][ld]} vs {o['best_h'][ld]} {pct(v)}"
-                       for ld, v in rs.items())
-      + ". Against the family best on the evaluation windows (hindsight, context only): "
-      + "; ".join(f"load {ld}: {pct(v)}" for ld, v in hind.items())
-      + ". 'reproduced' = every load's 95% CI inside +-1% (equivalence); 'partly reproduced' "
-      "= the heuristic better by more than 1% (CI below) at a load where RL's curve had "
-      "flattened; 'contradicted' = RL better by more than 1% (CI above) at some load; "
-      "'inconclusive' = a shortfall while RL's curve was still rising, or a CI too wide to tell."
-      + (f" {why}." if why else "")
-      + " Late gain of the best RL variant's curve (last eighth minus the one before, per "
-      "episode return): " + "; ".join(f"load {ld}: {g[0]:+.3g} [{g[1]:+.3g}, {g[2]:+.3g}]"
-                                       for ld, g in gains.items()))
+  rows = []
+  for ld in c.loads:
+    rl, h = o["best_rl"][ld], o["best_h"][ld]
+    cid = f"serving_batching.{trace}.{mode}.within_1pct@{float(ld):g}.v1"
+    rows.append(within_row(registered[cid], common.cells(o["table"], rl.choice, ld),
+                           common.cells(o["table"], h.choice, ld),
+                           [common.cells(o["rl_half"], rl.choice, ld),
+                            common.cells(o["rl_train"], rl.choice, ld)],
+                           budget_of(o, rl.choice), [rl, h]))
+    rows[-1]["note"] = (f"{rl.choice} vs {h.choice}; paired goodput ratio "
+                        f"{harness.fmt(common.paired_ratio(o['table'], rl.choice, h.choice, ld))}")
+  return rows
 
 
-def batching_verdict(ratios: dict, gains: dict) -> tuple[str, str]:
-  """Verdict on "RL within ~1% of the tuned heuristic" from the paired goodput ratio (mean, lo,
-  hi) per load and the late gain (`serving_common.late_gain`) of the RL variant compared at
-  that load, per load by `serving_common.within_verdict` (an equivalence test on the CI).
-  RL better by more than 1% at some load: "contradicted". Every load's CI inside +-1%:
-  "reproduced". RL short by more than 1% (CI below) at a load where its curve had flattened:
-  "partly reproduced" (a measured shortfall). Otherwise "inconclusive", with the reasons: a
-  shortfall while the curve was still rising (late-gain CI above 0: no fair chance), or a CI
-  too wide to tell. Returns (verdict, reason)."""
-  v = {ld: common.within_verdict(r) for ld, r in ratios.items()}
-  if "contradicted" in v.values():
-    return "contradicted", ""
-  if all(x == "reproduced" for x in v.values()):
-    return "reproduced", ""
-  short = [ld for ld, x in v.items() if x == "partly reproduced"]
-  rising = [ld for ld in short if gains[ld][1] > 0]
-  if len(rising) < len(short):
-    return "partly reproduced", ""
-  why = []
-  if rising:
-    why.append("RL without a fair chance: its learning curve was still rising at load "
-               + ", ".join(str(ld) for ld in rising))
-  wide = [ld for ld, x in v.items() if x == "inconclusive"]
-  if wide:
-    why.append("the CI is too wide to show RL within 1% at load "
-               + ", ".join(str(ld) for ld in wide))
-  return "inconclusive", "; ".join(why)
+def budget_of(o, variant: str) -> int:
+  """Env steps per seed of an RL variant's whole budget ("ppo-greedy" -> ppo's)."""
+  return int(o["budget"][variant.split("-")[0]])
+
+
+def within_row(claim, rl_cells, h_cells, sweep_cells, budget: int, selections) -> dict:
+  """The claim row for "RL within the margin of the heuristic" from [S, W] goodput cells.
+
+  rl_cells, h_cells: evaluation goodput, paired by (seed, window); sweep_cells: RL's validation
+  goodput [S, W] at budget/2 and budget. Effects are in % of the heuristic's mean goodput (a
+  window where either side has zero goodput is a finite cell, unlike a log-ratio), the sweep's
+  scores in % of the half-budget mean, so the margin and flat_delta are % of goodput."""
+  rl, h = np.asarray(rl_cells, np.float64), np.asarray(h_cells, np.float64)
+  ref = float(h.mean())
+  ref = ref if ref > 0 else 1.0       # no goodput at all: differences in req/s (both are 0)
+  half = float(np.mean(sweep_cells[0]))
+  half = half if half > 0 else 1.0
+  sweep = {"scores": 100 * np.stack([np.asarray(x, np.float64) for x in sweep_cells]) / half,
+           "budgets": [budget / 2, budget], "scale": "difference"}
+  return claim_record(claim, 100 * (rl - h) / ref, selection=selections, sweep=sweep)
+
+
+def _choose(c, o, n_seeds: int, pre: str) -> dict:
+  """Per load, both sides of the comparison chosen before evaluation: the RL variant by its
+  goodput on the validation windows (training part), the family by its tuning score (training
+  windows); sets o["best_rl"], o["best_h"] (Selections) and returns the display ratios."""
+  o["best_h"], o["best_rl"], ratios = {}, {}, {}
+  for ld in c.loads:
+    o["best_rl"][ld] = selection.pick_best(
+        "RL variant", {v: common.cells(o["rl_train"], v, ld) for v in o["learned"]},
+        data=f"goodput on {c.n_select_windows} training-part windows x {n_seeds} seeds, "
+             f"load {ld}", split="validation")
+    o["best_h"][ld] = selection.pick_best(
+        "heuristic family", {f: o["tune_score"][(f, ld)] for f in o["families"]},
+        data=f"tuned goodput on {c.n_tune_windows} training windows, load {ld}")
+    for base in o["families"]:
+      for metric in ("goodput", "throughput"):
+        ratios[f"{pre}{o['best_rl'][ld].choice}/{base}@{ld}:{metric}"] = common.paired_ratio(
+            o["table"], o["best_rl"][ld].choice, base, ld, metric)
+  return ratios
 
 
 def run(c, quick: bool, workdir: str | None = None, eval_trace: str | None = None,
@@ -251,20 +249,12 @@ def run(c, quick: bool, workdir: str | None = None, eval_trace: str | None = Non
     for p in o["families"] + o["learned"]:
       for ld in c.loads:
         summary[f"{pre}{p}@{ld}"] = harness.summarize(tab[(p, ld)])
-    o["best_h"], o["best_rl"] = {}, {}
-    for ld in c.loads:
-      # Both sides of every comparison are chosen on TRAINING windows: the RL algorithm by its
-      # goodput there, the baseline family by its tuning score.
-      o["best_rl"][ld] = common.pick_rl(o["rl_train"], o["learned"], ld)
-      o["best_h"][ld] = max(o["families"], key=lambda f: o["tune_score"][(f, ld)])
-      for base in o["families"]:
-        for metric in ("goodput", "throughput"):
-          ratios[f"{pre}{o['best_rl'][ld]}/{base}@{ld}:{metric}"] = common.paired_ratio(
-              tab, o["best_rl"][ld], base, ld, metric)
+    ratios.update(_choose(c, o, len(seeds), pre))
+  registered = {d["id"]: Claim.from_dict(d) for d in common.config_module(NAME).claims(c)}
   for key, o in out.items():
-    claims.append(_claim(c, key, o, ratios))
+    claims.extend(_claims(c, key, o, registered))
   md = _markdown(c, out, summary, ratios, clip) + "\n\n## Verdict details\n\n" + "\n".join(
-      f"- {cl['claim']}: {cl['detail']}" for cl in claims) + "\n"
+      f"- {cl['claim']}: {cl['note']}; {cl['detail']}" for cl in claims) + "\n"
   plot = _plot(c, out, summary, results.figure_path(NAME, "quick" if quick else "full"))
   k = lambda t, m: f"{t}:{m}"
   payload = {"summary": summary, "ratios": {kk: list(v) for kk, v in ratios.items()},
@@ -276,8 +266,11 @@ def run(c, quick: bool, workdir: str | None = None, eval_trace: str | None = Non
                              for kk, o in out.items()},
              "tuned": {kt: v for kk, o in out.items()
                        for kt, v in common.tuned_payload(o["tuned"], f"{k(*kk)}:").items()},
-             "best_rl_by_training": {k(*kk): o["best_rl"] for kk, o in out.items()},
-             "best_heuristic_by_training": {k(*kk): o["best_h"] for kk, o in out.items()},
+             "best_rl_by_training": {k(*kk): {str(l): v.choice for l, v in o["best_rl"].items()}
+                                     for kk, o in out.items()},
+             "best_heuristic_by_training": {k(*kk): {str(l): v.choice
+                                                     for l, v in o["best_h"].items()}
+                                            for kk, o in out.items()},
              "learning_curves": {k(*kk): o["curves"] for kk, o in out.items()},
              "train_time_s": {k(*kk): o["train_time"] for kk, o in out.items()},
              "baseline_tuning_evals": {k(*kk): o["n_evals"] for kk, o in out.items()},
@@ -345,7 +338,8 @@ def _markdown(c, out, summary, ratios, clip):
               *common.results_rows(summary, o["families"] + o["learned"], c.loads,
                                    f"{trace}:{mode}:"),
               "", "Best per load (training windows): " + ", ".join(
-                  f"{ld}: {o['best_rl'][ld]} / {o['best_h'][ld]}" for ld in c.loads), "",
+                  f"{ld}: {o['best_rl'][ld].choice} / {o['best_h'][ld].choice}"
+                  for ld in c.loads), "",
               "Tuned knobs: " + common.knob_line(o["tuned"]), ""]
   lines += ["## Ratios (best RL / baseline, paired over seeds)", "",
             *common.ratio_rows(ratios), "", f"![batching]({NAME}.png)"]

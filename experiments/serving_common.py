@@ -38,6 +38,7 @@ tune = protocol.tune
 best_heuristic_capacity = protocol.best_heuristic_capacity
 evaluate_table = protocol.evaluate_table
 mean_of = protocol.mean_of
+cells = protocol.cells
 results_rows = protocol.results_rows
 ratio_rows = protocol.ratio_rows
 knob_line = protocol.knob_line
@@ -169,45 +170,27 @@ def clip_line(stats_: dict[str, dict[str, float]]) -> str:
 
 # ------------------------------------------------------------------------------ RL
 
-def train_seeds(mod, acfg, env, params, seeds: Sequence[int], vmap_seeds: bool, desc: str):
-  """Trains one policy per seed. Returns (params stacked over seeds, curves [S, U], seconds).
-
-  vmap_seeds: all seeds in ONE jitted `vmap(train)` (one compile, lanes share each env step);
-  otherwise one compiled `train` called per seed.
-  """
-  t0 = time.time()
-  train = mod.make_train(acfg, env, params)
-  keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds])
-  if vmap_seeds:
-    print(f"{desc}: {len(seeds)} seeds vmapped in one jit", flush=True)
-    rs, met = jax.block_until_ready(jax.jit(jax.vmap(train))(keys))
-    return (rs.train_state.params, np.asarray(met["returned_episode_returns"]),
-            time.time() - t0)
-  train = jax.jit(train)
-  outs = []
-  for i in tqdm(range(len(seeds)), desc=desc):
-    rs, met = jax.block_until_ready(train(keys[i]))
-    outs.append((rs.train_state.params, np.asarray(met["returned_episode_returns"])))
-  return (jax.tree.map(lambda *x: jnp.stack(x), *[o[0] for o in outs]),
-          np.stack([o[1] for o in outs]), time.time() - t0)
-
-
-def learned_policies(c, env, params, seeds, path: str, budget: dict[str, int], reuse: bool,
-                     desc: str):
-  """Trains (or reloads) every algorithm in c.algos. Policies saved in `path` by a run with the
-  same budget, seeds, table and loads are reused; `reuse` (--eval_trace, --reuse_policies)
-  always reuses what is there. Returns (params {algo: stacked}, curves, train seconds)."""
-  run_key = json.dumps([budget, list(seeds), int(c.train_table), list(c.loads)])
+def learned_sweep(c, env, params, seeds, path: str, budget: dict[str, int], reuse: bool,
+                  desc: str):
+  """Trains (or reloads) every algorithm in c.algos, all seeds vmapped, as one run per
+  algorithm whose params are kept at half and at the whole budget (`train_checkpoints` with 2
+  chunks): the last budget doubling, which the fair-chance rule scores on validation windows.
+  Policies saved in `path` by a run with the same budget, seeds, table, loads and library are
+  reused; `reuse` (--eval_trace, --reuse_policies) always reuses what is there.
+  Returns ({algo: [params at budget/2, params at budget], each stacked over seeds},
+  {algo: curves [S, U]}, {algo: train seconds})."""
+  run_key = json.dumps([budget, list(seeds), int(c.train_table), list(c.loads),
+                        library_fingerprint()])
   saved = harness.load_policy(path) if os.path.exists(path) else None
   if saved is not None and (reuse or str(saved.get("key", "")) == run_key):
-    return ({a: jax.tree.map(jnp.asarray, v) for a, v in saved["params"].items()},
+    return ({a: [jax.tree.map(jnp.asarray, p) for p in v] for a, v in saved["params"].items()},
             saved["curves"], saved.get("train_time", {}))
   learned, curves, train_time = {}, {}, {}
   for a in c.algos:
     acfg = c[a].copy_and_resolve_references()
     acfg.total_timesteps = int(budget[a])
-    learned[a], cv, train_time[a] = train_seeds(ALGOS[a], acfg, env, params, seeds,
-                                                bool(c.vmap_seeds), f"{desc} train {a}")
+    learned[a], cv, train_time[a] = train_checkpoints(ALGOS[a], acfg, env, params, seeds, 2,
+                                                      f"{desc} train {a}")
     curves[a] = cv.tolist()
   harness.save_policy(path, {"params": learned, "curves": curves, "key": run_key,
                              "train_time": train_time})
@@ -383,23 +366,6 @@ def pick_rl(rl_train, algos: Sequence[str], ld) -> str:
   if rl_train is None or len(algos) == 1:
     return algos[0]
   return max(algos, key=lambda a: mean_of(rl_train, a, ld))
-
-
-def within_verdict(r, tol: float = 0.01) -> str:
-  """"RL within `tol` of the tuned heuristic" from a ratio (mean, lo, hi), as an equivalence
-  test: reproduced only if the whole 95% CI lies inside [1 - tol, 1 + tol]; contradicted if RL
-  is better by more than tol (CI above 1 + tol); partly reproduced if the heuristic is better by
-  more than tol (CI below 1 - tol: the heuristic is near-optimal, RL does not match it);
-  otherwise inconclusive (the CI is too wide to tell). Why: a CI of -75%..0% overlaps the
-  +-1% band but shows nothing about RL being within 1%."""
-  _, lo, hi = r
-  if lo >= 1 - tol and hi <= 1 + tol:
-    return "reproduced"
-  if lo > 1 + tol:
-    return "contradicted"
-  if hi < 1 - tol:
-    return "partly reproduced"
-  return "inconclusive"
 
 
 def late_gain(curve, frac: float = 0.125) -> tuple[float, float, float]:

@@ -15,7 +15,7 @@ EXPERIMENTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "experiments")
 WORDS = frozenset(verdicts.WORDS) | {verdicts.EXCEEDS}
 NOT_YET_MIGRATED = frozenset({
-    "serving_batching.py", "serving_common.py",
+    "serving_common.py",
 })
 
 
