@@ -530,23 +530,6 @@ def _claims(c, scores, diag, evals, sweep_rl, comp_sel) -> list[dict]:
   return rows
 
 
-def _unmet(flattening, var: str) -> list[str]:
-  """The fair-chance conditions `var` does not meet under the earlier bootstrap rule (the report's
-  flattening summary; the claims use repro.flatness): its budget sweep must have flattened."""
-  return [] if flattening.get(var, {}).get("flattened", False) else [
-      f"{var}'s budget sweep has not flattened"]
-
-
-def _loss_verdict(flattening, var: str) -> str:
-  """The earlier rule's word for an RL loss (core.results.loss_verdict); kept for the report's
-  summary and tests/agents; the claims are judged by jaxrl_suite.repro."""
-  return results.loss_verdict(_unmet(flattening, var))[0]
-
-
-def _fair_chance_note(flattening, var: str) -> str:
-  return results.loss_verdict(_unmet(flattening, var))[1]
-
-
 def _paired_delta(a, b) -> np.ndarray:
   """b - a [S, L * n] on the episodes both checkpoints scored: a, b are [S, L, n_a] / [S, L,
   n_b] (seeds x held-out layouts x the first n paired episodes of each layout; [S, N] is read

@@ -337,7 +337,7 @@ def budget_gain(table, name: str, prev: str, ld, metric: str = "goodput"):
 def with_modes(c, learned: dict[str, Any]) -> dict[str, Any]:
   """{algo: params stacked over seeds} -> {variant: {"params", "greedy" [S]}}, one variant per
   action mode in c.rl_modes: "ppo" = sampled actions, "ppo-greedy" = argmax. Which variant
-  counts as RL's result is chosen per load on the training windows (`pick_rl`)."""
+  counts as RL's result is chosen per load on the training windows (repro.selection)."""
   out = {}
   for a, p in learned.items():
     n = jax.tree.leaves(p)[0].shape[0]
@@ -361,37 +361,12 @@ def paired_ratio(table, a: str, b: str, ld, metric: str = "goodput"):
   return stats.paired_ratio_ci(x, y)
 
 
-def pick_rl(rl_train, algos: Sequence[str], ld) -> str:
-  """The RL variant (algorithm x action mode) with the best goodput on the training windows."""
-  if rl_train is None or len(algos) == 1:
-    return algos[0]
-  return max(algos, key=lambda a: mean_of(rl_train, a, ld))
-
-
 def late_gain(curve, frac: float = 0.125) -> tuple[float, float, float]:
   """How much a learning curve [S, U] still rose at its end: per seed, the mean of the last
   `frac` of updates minus the mean of the `frac` before it; mean and 95% CI over seeds."""
   cv = np.asarray(curve, np.float64)
   n = max(1, int(round(frac * cv.shape[-1])))
   return stats.mean_ci(cv[:, -n:].mean(-1) - cv[:, -2 * n:-n].mean(-1))
-
-
-def rl_loss_verdict(r, gain, entity_obs: bool) -> tuple[str, str]:
-  """Verdict on "RL beats the best tuned heuristic" from the paired goodput ratio `r` (mean,
-  lo, hi) and the best RL variant's `late_gain`. A loss (CI below 0.95) is "contradicted" only
-  when RL had a fair chance: its curve had flattened (late-gain CI not above 0) and its policy
-  fits the structure (`entity_obs`: an observation of GPU entities, one policy for any
-  cluster). Otherwise the loss is "inconclusive" and the reasons are returned."""
-  if r[1] > 1.05:
-    return "reproduced", ""
-  if r[2] >= 0.95:
-    return "not reproduced", ""
-  missing = ([f"learning curve still rising (last eighth minus the one before "
-              f"{gain[0]:+.3g} [{gain[1]:+.3g}, {gain[2]:+.3g}] per episode return)"]
-             if gain[1] > 0 else [])
-  if not entity_obs:
-    missing.append("observation tied to the cluster's GPU count, not a set of GPU entities")
-  return results.loss_verdict(missing)
 
 
 # ------------------------------------------------------------------------------ report

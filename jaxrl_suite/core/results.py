@@ -188,17 +188,6 @@ _NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)\s*[%x]?"
 _INTERVAL = re.compile(r"\[\s*" + _NUM + r"\s*,\s*" + _NUM + r"\s*\]")
 
 
-def loss_verdict(unmet: Sequence[str]) -> tuple[str, str]:
-  """(verdict, reason) for a claimed method that LOST: "contradicted" only when it had a fair
-  chance, i.e. no fair-chance condition is `unmet` (each reproduction decides its conditions: a
-  budget sweep that has flattened, memory where the state is hidden, a policy that fits the
-  structure); otherwise "inconclusive", with every unmet condition as the reason."""
-  unmet = [u for u in unmet if u]
-  if unmet:
-    return "inconclusive", "RL without a fair chance: " + "; ".join(unmet)
-  return "contradicted", ""
-
-
 def _rounding_of(shown: str) -> float:
   """Half a unit in the last printed digit of a number as written ("-0.04" -> 0.005)."""
   mant, _, exp = shown.lower().partition("e")

@@ -147,16 +147,6 @@ def test_quick_reproduction_end_to_end(tmp_path):
   assert (tmp_path / "results" / "ballast_hydro.png").exists()
 
 
-def test_rl_loss_is_contradicted_only_after_the_sweep_flattened():
-  from experiments import ballast_hydro as X
-  flat, rising = {"rl_gru": {"flattened": True}}, {"rl_gru": {"flattened": False}}
-  assert X._loss_verdict(flat, "rl_gru") == "contradicted"
-  assert X._loss_verdict(rising, "rl_gru") == "inconclusive"
-  assert X._loss_verdict({}, "rl_gru") == "inconclusive"
-  assert X._fair_chance_note(flat, "rl_gru") == ""
-  assert "not flattened" in X._fair_chance_note(rising, "rl_gru")
-
-
 def test_flattening_pairs_checkpoints_on_their_common_episodes():
   """The last two checkpoints score more episodes (sweep_episodes_last): a doubling's change
   is taken on the first n episodes of every held-out layout that both checkpoints scored."""

@@ -334,10 +334,3 @@ def test_claim_ci_is_printed_once():
   assert results_lib.ours_with_ci(wide) == "1.152"
   table = results_lib.verdict_table([inline, other])
   assert table.count("-0.628") == 1 and "[37.8, 43.86]" in table
-
-
-def test_a_loss_is_contradicted_only_with_every_fair_chance_condition_met():
-  assert results_lib.loss_verdict([]) == ("contradicted", "")
-  assert results_lib.loss_verdict(["", ""]) == ("contradicted", "")   # empty entries are met conditions
-  v, why = results_lib.loss_verdict(["sweep still rising", "", "no memory"])
-  assert v == "inconclusive" and why == "RL without a fair chance: sweep still rising; no memory"

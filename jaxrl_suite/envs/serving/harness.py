@@ -215,18 +215,6 @@ def summarize(per_seed: Sequence[dict[str, float]]) -> dict[str, list[float]]:
   return out
 
 
-def ratio_verdict(ratio: tuple[float, float, float], paper: float) -> str:
-  """Verdict for a claimed improvement ratio `paper` (e.g. 1.48) given (ratio, lo, hi)."""
-  r, lo, hi = ratio
-  if lo <= paper <= hi or lo >= paper:
-    return "reproduced"
-  if hi < 1.0:
-    return "contradicted"
-  if lo > 1.0:
-    return "partly reproduced"
-  return "not reproduced"
-
-
 def save_policy(path: str, obj: Any) -> None:
   """Stores a policy cache (nested dicts of arrays and JSON values) as npz + JSON structure.
 
