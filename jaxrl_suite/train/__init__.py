@@ -30,8 +30,9 @@ with the one stored in the latest checkpoint. Identical: the run resumes and end
 parameters an uninterrupted run would have. Different: it stops, listing the differing fields;
 `--resume=force` continues anyway when only fields in `RESUMABLE_FIELDS` differ (the total steps,
 chunking, logging), any other change needs a new `--workdir`. Nothing in the workdir is rewritten
-by a run that did not run. Ctrl-C saves the last finished chunk as a checkpoint and prints
-"interrupted at step N ...; rerun the same command to resume" (exit status 130).
+by a run that did not run. Ctrl-C lets the running chunk of updates finish (a second Ctrl-C does
+not wait), saves it as a checkpoint and prints "interrupted at step N ...; rerun the same
+command to resume" (exit status 130).
 
 Metrics go to <workdir>/metrics.{jsonl,csv} and TensorBoard event files in <workdir> (every
 `config.log_every` updates, with the update `step` and `env_steps`; on resume the rows after the
@@ -334,6 +335,40 @@ def _sigint_deferred():
     raise KeyboardInterrupt
 
 
+class _StopRequest:
+  """The first Ctrl-C asks the host loop to stop at the next chunk boundary; a second one raises
+  KeyboardInterrupt at once.
+
+  Why not let the first one raise: a KeyboardInterrupt raised inside JAX's dispatch or a
+  device-to-host copy can leave the runtime's locks held, and the checkpoint save that follows
+  then waits forever (seen once in CI under load). Stopping between chunks saves a consistent
+  state with nothing in flight. Only the main thread can set signal handlers; elsewhere the
+  default behaviour is kept.
+  """
+
+  def __init__(self):
+    self.requested = False
+
+  def _handler(self, signum, frame):
+    del signum, frame
+    if self.requested:
+      raise KeyboardInterrupt
+    self.requested = True
+    print("\nstopping after the current chunk of updates and saving (Ctrl-C again to stop "
+          "without waiting)", file=sys.stderr, flush=True)
+
+  @contextlib.contextmanager
+  def installed(self):
+    if threading.current_thread() is not threading.main_thread():
+      yield self
+      return
+    previous = signal.signal(signal.SIGINT, self._handler)
+    try:
+      yield self
+    finally:
+      signal.signal(signal.SIGINT, previous)
+
+
 def make_plan(config) -> routes.Plan:
   """The trainer of `config.env_name` (routes.trainer_for) as the host loop's routes.Plan."""
   route = routes.trainer_for(config.env_name)
@@ -428,29 +463,33 @@ def run_training(config, workdir: str, progress: bool = True, stop_after: int | 
   t0, done0, saved_at = time.time(), done, latest
   meta = lambda: {"config": config.to_dict(), "updates": done, "num_updates": total}
   interrupted = False
+  stop = _StopRequest()
   try:
-    while done < total and (stop_after is None or done < stop_after):
-      n = min(chunk, total - done)
-      new_state, metrics = plan.run(state, n, done)
-      metrics = jax.tree.map(lambda x: np.swapaxes(np.asarray(x), 0, 1), metrics)  # [n, seeds]
-      steps = (np.arange(done, done + n, dtype=np.float64) + 1) * per_update
-      metrics["env_steps"] = np.repeat(steps[:, None], seeds, axis=1)
-      if seeds > 1:   # per-seed returns too: intervals over seeds need the units, not the mean
-        for i in range(seeds):
-          metrics[f"returned_episode_returns_seed{i}"] = metrics["returned_episode_returns"][:, i]
-      with _sigint_deferred():
-        writer.write_chunk(done, metrics)
-        state, done = new_state, done + n
-        if done % config.checkpoint_every == 0 or done == total:
-          writer.flush()
-          ckpt.save(done, state, metadata=meta())
-          saved_at = done
-      ret = np.nanmean(metrics["returned_episode_returns"][-1])
-      sps = (done - done0) * per_update * seeds / max(time.time() - t0, 1e-9)
-      bar.set_postfix_str(f"step {done}/{total}, return {ret:.1f}, {sps:,.0f} env steps/s "
-                          "(all seeds)" if seeds > 1 else f"step {done}/{total}, return {ret:.1f}",
-                          refresh=False)
-      bar.update(n * per_update)
+    with stop.installed():
+      while done < total and (stop_after is None or done < stop_after) and not stop.requested:
+        n = min(chunk, total - done)
+        new_state, metrics = plan.run(state, n, done)
+        metrics = jax.tree.map(lambda x: np.swapaxes(np.asarray(x), 0, 1), metrics)  # [n, seeds]
+        steps = (np.arange(done, done + n, dtype=np.float64) + 1) * per_update
+        metrics["env_steps"] = np.repeat(steps[:, None], seeds, axis=1)
+        if seeds > 1:   # per-seed returns too: intervals over seeds need the units, not the mean
+          for i in range(seeds):
+            metrics[f"returned_episode_returns_seed{i}"] = metrics["returned_episode_returns"][:, i]
+        with _sigint_deferred():
+          writer.write_chunk(done, metrics)
+          state, done = new_state, done + n
+          if done % config.checkpoint_every == 0 or done == total:
+            writer.flush()
+            ckpt.save(done, state, metadata=meta())
+            saved_at = done
+        ret = np.nanmean(metrics["returned_episode_returns"][-1])
+        sps = (done - done0) * per_update * seeds / max(time.time() - t0, 1e-9)
+        bar.set_postfix_str(f"step {done}/{total}, return {ret:.1f}, {sps:,.0f} env steps/s "
+                            "(all seeds)" if seeds > 1 else f"step {done}/{total}, return {ret:.1f}",
+                            refresh=False)
+        bar.update(n * per_update)
+      if stop.requested:   # the first Ctrl-C, honoured at this chunk boundary
+        raise KeyboardInterrupt
   except KeyboardInterrupt:
     interrupted = True
     with _sigint_deferred():   # a second Ctrl-C must not cut this save short
