@@ -217,6 +217,22 @@ def _choose(c, o, n_seeds: int, pre: str) -> dict:
   return ratios
 
 
+def pooled_row(claim, pairs) -> dict:
+  """The descriptive summary over conditions: pairs = [(RL cells [S, W], heuristic cells
+  [S, W])] per (trace, mode, load). Per seed, a_s = mean_c mean_w RL / m_c and b_s = mean_c
+  mean_w H / m_c with m_c the heuristic's mean goodput in condition c (a condition where it is 0
+  is left out: no scale), so every condition weighs the same whatever its goodput level."""
+  a, b = [], []
+  for rl, h in pairs:
+    m = float(np.mean(h))
+    if m > 0:
+      a.append(np.asarray(rl, np.float64).mean(-1) / m)
+      b.append(np.asarray(h, np.float64).mean(-1) / m)
+  row = claim_record(claim, np.mean(a, 0), np.mean(b, 0), method="fieller")
+  row["note"] = f"{len(a)} of {len(pairs)} conditions (a heuristic with zero goodput has no scale)"
+  return row
+
+
 def run(c, quick: bool, workdir: str | None = None, eval_trace: str | None = None,
         reuse: bool = False) -> dict:
   t0 = time.time()
@@ -253,6 +269,10 @@ def run(c, quick: bool, workdir: str | None = None, eval_trace: str | None = Non
   registered = {d["id"]: Claim.from_dict(d) for d in common.config_module(NAME).claims(c)}
   for key, o in out.items():
     claims.extend(_claims(c, key, o, registered))
+  claims.append(pooled_row(registered["serving_batching.rl_vs_heuristic.pooled.v1"],
+                           [(common.cells(o["table"], o["best_rl"][ld].choice, ld),
+                             common.cells(o["table"], o["best_h"][ld].choice, ld))
+                            for o in out.values() for ld in c.loads]))
   md = _markdown(c, out, summary, ratios, clip) + "\n\n## Verdict details\n\n" + "\n".join(
       f"- {cl['claim']}: {cl['note']}; {cl['detail']}" for cl in claims) + "\n"
   plot = _plot(c, out, summary, results.figure_path(NAME, "quick" if quick else "full"))

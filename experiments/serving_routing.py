@@ -389,7 +389,7 @@ def _claims(c, main, held, table, table_h, base_train, rl_train, rl_sel, sweep, 
           load_for(lambda ld: "jsq"), f"on {main.name}"),
       row(f"serving_routing.{t}.vs_rr_3_5x.v1", table, lambda ld: "round_robin",
           load_for(lambda ld: "round_robin"), f"on {main.name}"),
-      row(f"serving_routing.{t}.beats_best_heuristic.claims_cluster.v1", table, best(main),
+      row(f"serving_routing.{t}.rl_vs_heuristic.claims_cluster.v1", table, best(main),
           ld_best, f"on {main.name} (trained on)"),
       row(f"serving_routing.{t}.beats_best_heuristic.heldout_cluster.v1", table_h, best(held),
           ld_best, f"on {held.name}, never trained on (heuristics tuned on it; load chosen on "

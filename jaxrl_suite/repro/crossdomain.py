@@ -92,6 +92,10 @@ class Row:
   ratio: bool = False       # the effect is a ratio (log_ratio interval), not a difference
 
 
+def _keyed(row: Mapping[str, Any]) -> bool:
+  return on_layer(row) and RULE_KEY in str(row["repro"].get("rule", {}).get("id", ""))
+
+
 def _matches(domain: Domain, row: Mapping[str, Any]) -> bool:
   if on_layer(row):
     rid = str(row["repro"].get("rule", {}).get("id", ""))
@@ -167,8 +171,11 @@ def collect(records: Sequence[Mapping[str, Any]],
   rows, missing = [], []
   for dom in domains:
     rec = by_name.get(dom.record)
-    found = [row_of(dom, c) for c in (rec or {}).get("claims", [])
-             if isinstance(c, Mapping) and _matches(dom, c)]
+    rows_ = [c for c in (rec or {}).get("claims", []) if isinstance(c, Mapping)]
+    keyed = [c for c in rows_ if _keyed(c)]
+    # A record that names its RL-vs-heuristic claim by RULE_KEY is read by that id alone (its
+    # other claims may share the legacy text, e.g. batching's per-load claims).
+    found = [row_of(dom, c) for c in (keyed or [c for c in rows_ if _matches(dom, c)])]
     if not found:
       missing.append(dom)
     rows.extend(found)

@@ -71,6 +71,25 @@ def test_rule_id_finds_a_migrated_claim_whatever_its_text():
   assert len(rows) == 1 and rows[0].domain.record == "serving_routing"
 
 
+def test_a_keyed_claim_is_the_only_row_of_its_record():
+  # batching's per-load claims share the domain's legacy text ("RL within ~1% of"); once the
+  # record names its rl_vs_heuristic claim, that one alone is the domain's row.
+  rec = _layer_record("serving_batching", "azure_conv", 1.0, 4)
+  keyed = rec["claims"][0]
+  other = records.claim_record(
+      Claim(id="serving_batching.azure_conv.static.within_1pct@0.5.v1",
+            text="azure_conv, static, load 0.5: RL within ~1% of tuned static batching",
+            paper="p", statistic="s", unit="seed", kind="equivalence", margin=0.01,
+            scale="log_ratio", why="w"), [1.0, 1.01, 0.99], [1.0, 1.0, 1.0])
+  rec["claims"] = [other, keyed, other]
+  rows, missing = cd.collect([rec])
+  assert [r.claim for r in rows] == [keyed["claim"]] and all(
+      m.record != "serving_batching" for m in missing)
+  rec["claims"] = [other]                       # no keyed claim: the legacy text still finds it
+  rows, _ = cd.collect([rec])
+  assert [r.claim for r in rows] == [other["claim"]]
+
+
 def test_aggregates_over_tasks_sharing_a_metric_match_rliable_functions():
   recs = [_layer_record("serving_routing", "azure_conv", 1.30, 3),
           _layer_record("serving_routing_azure_code", "azure_code", 1.20, 4),

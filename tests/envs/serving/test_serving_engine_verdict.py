@@ -55,3 +55,15 @@ def test_zero_goodput_windows_are_finite_cells_and_the_row_rejudges():
   assert np.all(np.isfinite(row["repro"]["samples"]["x"]))
   assert records.check_row(row) is None      # --reanalyse re-derives the same verdict
   assert records.check_row(_row(-0.05, 0.05)) is None
+
+
+def test_pooled_row_weighs_conditions_equally_and_is_descriptive():
+  c = cfg.get_config("quick")
+  claim = Claim.from_dict([d for d in cfg.claims(c) if "rl_vs_heuristic" in d["id"]][0])
+  ones = np.ones((S, W))
+  # condition 1: RL +10% at goodput 100; condition 2: RL -10% at goodput 0.01; 3: no goodput
+  pairs = [(110 * ones, 100 * ones), (0.009 * ones, 0.01 * ones), (ones, 0 * ones)]
+  row = sb.pooled_row(claim, pairs)
+  assert row["verdict"] == "descriptive" and "2 of 3" in row["note"]
+  np.testing.assert_allclose(row["repro"]["samples"]["a"], np.ones(S))   # (1.1 + 0.9) / 2
+  assert records.check_row(row) is None
