@@ -28,7 +28,7 @@ from configs import serving_common
 
 from jaxrl_suite.envs.serving import traces
 
-GPU_TYPES = ("H100-7B", "A100-7B", "L4-7B")
+GPU_TYPES = ("H100-7B", "A100-7B", "L4-7B", "L40S-7B")
 
 
 def get_config(arg=None):
@@ -41,11 +41,15 @@ def get_config(arg=None):
   c.cluster = ("H100-7B", "A100-7B", "L4-7B", "L4-7B")
   c.family_clusters = (("H100-7B", "L4-7B", "L4-7B"),
                        ("A100-7B", "A100-7B", "L4-7B", "L4-7B", "L4-7B"))
-  c.heldout_cluster = (("H100-7B", "A100-7B", "L4-7B", "L4-7B", "L4-7B") if quick else
-                       ("H100-7B", "A100-7B", "A100-7B", "L4-7B", "L4-7B", "L4-7B"))
+  # The held-out cluster EXTRAPOLATES (validate() requires it): a GPU type no training cluster
+  # has (L40S, cost_model.L40S_7B from its public specs) and more GPUs than any training cluster.
+  c.heldout_cluster = (("H100-7B", "A100-7B", "L40S-7B", "L4-7B", "L4-7B") if quick else
+                       ("H100-7B", "A100-7B", "L40S-7B", "L40S-7B", "L4-7B", "L4-7B", "L4-7B"))
   if quick:
     c.family_clusters = c.family_clusters[:1]
-  c.max_gpus = 5 if quick else 6      # GPU slots of the entity observation (padding masked)
+  # GPU slots of the entity observation (padding masked): every cluster, the held-out one
+  # included, fits; the policy's parameters do not depend on it (one token per GPU).
+  c.max_gpus = 5 if quick else 7
   # "entity": GPU-entity tokens + the entity-attention agent (one policy for any cluster);
   # "flat": the old fixed [N*12 + N + 6] vector and MLP, one cluster (results up to aab50ea).
   c.observation = "entity"
@@ -100,16 +104,20 @@ def get_config(arg=None):
                                         steps=50 if quick else 2000, batch_size=256, lr=1e-3))
   c.num_seeds = 2 if quick else 4
   c.n_tune_windows = 2 if quick else 8
+  # >= 8 disjoint evaluation windows on every trace (replay_length shortens the replays to fit:
+  # 512 requests on Azure conversation, 256 on Azure code, 64 on Mooncake's evaluation part).
+  c.n_eval_windows = 2 if quick else 8
   c.n_select_windows = 2
   # Quick: a capacity probe is ~14 candidates x 1 window, so 16 lanes (not 32) wastes no
   # compute on padded lanes (the vmapped loop runs as long as its busiest lane).
   c.eval_lanes = 16 if quick else 32
   if not quick:
-    # Steady-state protocol: episodes of 1,024 consecutive requests (train and evaluate on the
-    # same length) through an engine window of 128 requests in flight (more are rejected: SLO
-    # misses), the first 10% of each episode excluded from its metrics, each GPU type's own
-    # engine settings (cost_model.engine_settings), loads up to 1.1 of the capacity measured on
-    # these long replays; 4 disjoint evaluation windows of the later part.
+    # Steady-state protocol: episodes of up to 1,024 consecutive requests (train and evaluate
+    # on the same length; shortened to fit n_eval_windows disjoint windows of the later part)
+    # through an engine window of 128 requests in flight (more are rejected: SLO misses), the
+    # first 10% of each episode excluded from its metrics, each GPU type's own engine settings
+    # (cost_model.engine_settings), loads up to 1.1 of the best tuned heuristic's capacity (1.1
+    # brackets each policy's own SLO capacity, interpolated between the loads in the report).
     c.train_table = c.eval_table = 1024
     c.window = 128
     c.warmup_frac = 0.1
@@ -187,6 +195,13 @@ def validate(config):
       raise ValueError(f"config.max_gpus={config.max_gpus} is smaller than cluster {cl}")
   if tuple(config.heldout_cluster) in clusters[:-1]:
     raise ValueError("config.heldout_cluster must not be one of the training clusters")
+  trained_types = {g for cl in clusters[:-1] for g in cl}
+  if (set(config.heldout_cluster) <= trained_types
+      or len(config.heldout_cluster) <= max(len(cl) for cl in clusters[:-1])):
+    raise ValueError(
+        f"config.heldout_cluster={tuple(config.heldout_cluster)} must extrapolate: hold a GPU "
+        f"type no training cluster has (trained on {sorted(trained_types)}) and more GPUs than "
+        f"any training cluster ({max(len(cl) for cl in clusters[:-1])})")
   if not config.variants or any(v not in ("scratch", "bc") for v in config.variants):
     raise ValueError(f"config.variants must be a non-empty subset of ('scratch', 'bc'), got "
                      f"{config.variants}")

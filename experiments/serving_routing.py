@@ -45,7 +45,7 @@ import numpy as np
 
 from experiments import serving_common as common
 from jaxrl_suite.core import plotting, results
-from jaxrl_suite.envs.serving import cost_model, harness, heuristics, routing, traces
+from jaxrl_suite.envs.serving import cost_model, harness, heuristics, protocol, routing, traces
 from jaxrl_suite.repro import Claim, claim_record, selection
 
 NAME = "serving_routing"
@@ -278,10 +278,16 @@ def run(c, quick: bool, workdir: str | None = None, eval_trace: str | None = Non
                     sweep, f"{v}@{n_ck}", f"{v}@{n_ck - 1}", ld) if n_ck > 1
                     else (float("nan"),) * 3) for ld in c.loads}}
   claims = _claims(c, main, held, table, table_h, base_train, rl_train, rl_sel, sweep, seeds)
+  # Each policy's own SLO capacity (>= 90% attainment), interpolated on the load grid: the
+  # headline metric beside goodput at fixed loads.
+  caps = protocol.policy_capacities(table, policies, c.loads, main.capacity)
+  caps_h = protocol.policy_capacities(table_h, policies, c.loads, held.capacity)
+  clone = _bc_clone_loads(c, held, teacher_fam, teacher_pp)
 
   md = _markdown(c, main, held, others, summary, summary_h, policies, ratios, ratios_h, best_rl,
                  n_tune_evals, train_time, bc_acc, teacher_fam, teacher_pp, teacher_ld,
-                 sweep_summary, gains, variants, eval_trace, test_tr, clip, su, rec)
+                 sweep_summary, gains, variants, eval_trace, test_tr, clip, su, rec,
+                 caps, caps_h, clone)
   plot = _plot(c, summary, summary_h, policies, curves, sweep_summary, variants, main, held,
                results.figure_path(rec, "quick" if quick else "full"))
   cl_payload = lambda cl: {"cluster": list(cl.cluster), "gpu_specs": list(cl.specs),
@@ -300,6 +306,9 @@ def run(c, quick: bool, workdir: str | None = None, eval_trace: str | None = Non
              "best_rl_by_training": best_rl,
              "best_heuristic_by_training": main.best_heur,
              "heldout_best_heuristic_by_training": held.best_heur,
+             "slo_capacity": caps, "heldout_slo_capacity": caps_h,
+             "heldout_extrapolates": _extrapolation(c),
+             "bc_clone_of_heldout_winner_at_loads": clone,
              "budget_sweep_goodput": sweep_summary,
              "budget_steps": {v: {str(i + 1): s for i, s in enumerate(_checkpoint_steps(c, v))}
                               for v in variants},
@@ -539,8 +548,10 @@ def _protocol_line(c) -> str:
           "from its metrics. Capacity and loads are measured on these long replays.")
 
 
-def _cross_rows(c, summary, summary_h, ratios, ratios_h, policies, main, held, best_rl):
-  """Cross-cluster table: goodput on the trained-on cluster and on the held-out one."""
+def _cross_rows(c, summary, summary_h, ratios, ratios_h, policies, main, held, best_rl,
+                clone=()):
+  """Cross-cluster table: goodput on the trained-on cluster and on the held-out one; a
+  BC-started variant is marked "clone of the winner" at the loads of `clone`."""
   key_of = lambda ld, base, rl: f"{rl}/{base}@{ld}:goodput"
   rows = [f"| policy | load | goodput on {main.name} (trained on / tuned on) | goodput on "
           f"{held.name} (never trained on; heuristics tuned on it) | RL / best heuristic on "
@@ -550,10 +561,46 @@ def _cross_rows(c, summary, summary_h, ratios, ratios_h, policies, main, held, b
       rl = p not in heuristics.CACHE_ROUTERS
       r = ratios_h.get(key_of(ld, held.best_heur[ld], p)) if rl else None
       mark = " (best)" if (not rl and p == held.best_heur[ld]) or p == best_rl[ld] else ""
+      if rl and "_bc" in p and ld in clone:
+        mark += " (clone of the held-out winner)"
       rows.append(f"| {p}{mark} | {ld} | {harness.fmt(summary[f'{p}@{ld}']['goodput'])} | "
                   f"{harness.fmt(summary_h[f'{p}@{ld}']['goodput'])} | "
                   + (f"{r[0]:.3f} [{r[1]:.3f}, {r[2]:.3f}]" if r else "") + " |")
   return rows
+
+
+def _extrapolation(c) -> dict:
+  """How the held-out cluster lies outside the training family: its GPU types no training
+  cluster has, and its size against the largest training cluster."""
+  train = [tuple(c.cluster)] + [tuple(x) for x in c.family_clusters]
+  seen = {g for cl in train for g in cl}
+  return {"new_gpu_types": sorted(set(c.heldout_cluster) - seen),
+          "gpus": len(c.heldout_cluster), "max_training_gpus": max(len(cl) for cl in train)}
+
+
+def _bc_clone_loads(c, held, teacher_fam, teacher_pp) -> list:
+  """Loads at which the held-out cluster's best tuned heuristic (chosen on its training
+  windows) is the behaviour-cloning teacher itself, same family and knobs: there BC-PPO's
+  held-out ratio measures a clone against its own teacher."""
+  teacher = (teacher_fam, heuristics.describe(teacher_fam, teacher_pp))
+  return [ld for ld in c.loads
+          if (held.best_heur[ld], heuristics.describe(
+              held.best_heur[ld], held.tuned[(held.best_heur[ld], ld)])) == teacher]
+
+
+def _extrapolation_line(c, clone) -> str:
+  x = _extrapolation(c)
+  bc = [v for v in c.variants if v == "bc"]
+  return (f"The held-out cluster extrapolates: GPU type(s) {', '.join(x['new_gpu_types'])} in no "
+          f"training cluster, {x['gpus']} GPUs against at most {x['max_training_gpus']} in "
+          "training. " + (
+              (f"At load(s) {', '.join(str(ld) for ld in clone)} its best tuned heuristic IS "
+               "the behaviour-cloning teacher (same family and knobs): there the BC-started "
+               "variants are a clone measured against its own teacher, and the from-scratch "
+               "variants are the test of learning." if clone else
+               "Its best tuned heuristic is never the behaviour-cloning teacher (family and "
+               "knobs), so the BC-started variants are not measured against their teacher.")
+              if bc else ""))
 
 
 def _checkpoint_steps(c, name: str) -> list[int]:
@@ -582,7 +629,8 @@ def _sweep_rows(c, sweep_summary, variants, gains):
 
 def _markdown(c, main, held, others, summary, summary_h, policies, ratios, ratios_h, best_rl,
               n_tune_evals, train_time, bc_acc, teacher_fam, teacher_pp, teacher_ld,
-              sweep_summary, gains, variants, eval_trace, test_tr, clip, su, rec):
+              sweep_summary, gains, variants, eval_trace, test_tr, clip, su, rec, caps, caps_h,
+              clone):
   fam = [main] + others
   a = c.algos[0]
   specs = sorted({g for x in fam + [held] for g in x.specs})
@@ -649,9 +697,17 @@ def _markdown(c, main, held, others, summary, summary_h, policies, ratios, ratio
       "", "Best heuristic per load (training windows): " + ", ".join(
           f"{ld}: {h}" for ld, h in main.best_heur.items()),
       "", f"## Cross-cluster generalisation ({held.name} never trained on)", "",
-      *_cross_rows(c, summary, summary_h, ratios, ratios_h, policies, main, held, best_rl), "",
+      *_cross_rows(c, summary, summary_h, ratios, ratios_h, policies, main, held, best_rl,
+                   clone), "",
       f"Best heuristic on {held.name} per load (its training windows): " + ", ".join(
           f"{ld}: {h}" for ld, h in held.best_heur.items()),
+      "", _extrapolation_line(c, clone), "",
+      "## SLO capacity per policy", "",
+      "Each policy's highest load with >= 90% SLO attainment (mean over seeds x evaluation "
+      "windows), linearly interpolated between the evaluated loads "
+      "(protocol.capacity_on_loads); req/s = load x the cluster's capacity.", "",
+      f"On {main.name}:", "", *protocol.capacity_rows(caps), "",
+      f"On {held.name} (never trained on):", "", *protocol.capacity_rows(caps_h),
       "", "## Budget sweep", "",
       f"Goodput (req/s) of the checkpoints of each run on {main.name}'s training windows "
       f"({c.n_select_windows} windows x {c.num_seeds} seeds, sampled actions; the last column "

@@ -34,6 +34,12 @@ def test_routing_config_checks_the_cluster_family():
   for field, value, match in (("max_gpus", 3, "max_gpus"),
                               ("heldout_cluster", ("H100-7B", "A100-7B", "L4-7B", "L4-7B"),
                                "heldout_cluster"),
+                              # only trained GPU types / no more GPUs than training: the
+                              # held-out cluster must extrapolate
+                              ("heldout_cluster", ("H100-7B", "A100-7B", "L4-7B", "L4-7B",
+                                                   "L4-7B"), "must extrapolate"),
+                              ("heldout_cluster", ("H100-7B", "L40S-7B", "L4-7B"),
+                               "must extrapolate"),
                               ("family_clusters", (("H100-7B", "TPU"),), "clusters"),
                               ("variants", ("scratch", "dagger"), "variants"),
                               ("budget_chunks", 3, "budget_chunks"),
@@ -92,6 +98,14 @@ def test_quick_reproduction_end_to_end(tmp_path, name, monkeypatch):
     held = [cl for cl in rec["claims"] if "never trained on" in cl["claim"]]
     assert len(held) == 1 and held[0]["verdict"] in results.VERDICTS
     assert rec["resumed_stages"] == []
+    # each policy's own SLO capacity on both clusters; the held-out one extrapolates
+    pols = {k.rsplit("@", 1)[0] for k in rec["summary"]}
+    assert set(rec["slo_capacity"]) == pols == set(rec["heldout_slo_capacity"])
+    assert all(v["how"] in ("interpolated", "at least", "below")
+               for v in rec["slo_capacity"].values())
+    assert rec["heldout_extrapolates"]["new_gpu_types"] == ["L40S-7B"]
+    assert rec["heldout_extrapolates"]["gpus"] > rec["heldout_extrapolates"]["max_training_gpus"]
+    assert "SLO capacity per policy" in md and "extrapolates" in md
     # A second run in the same workdir resumes: tuned baselines and both trained variants come
     # from the workdir's caches, and the evaluation gives the same numbers.
     exp.run(c, True, str(tmp_path / "wd"))

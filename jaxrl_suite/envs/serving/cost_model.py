@@ -84,6 +84,14 @@ H100_7B = GPUSpec("H100-7B", t_ovh=0.5e-3, t_w=5.6e-3, alpha=20e-6, beta=0.16e-6
                   kv_tokens=115_000)
 L4_7B = GPUSpec("L4-7B", t_ovh=0.5e-3, t_w=45e-3, alpha=160e-6, beta=1.75e-6, gamma=8.7e-9,
                 kv_tokens=18_000)
+# L40S (NVIDIA L40S datasheet: 48 GB GDDR6, 864 GB/s, 362 TF dense FP16/BF16 tensor), derived
+#   from its public specs exactly as L4: t_w = 13.5 GB / 0.864 TB/s ~ 15.6 ms; alpha = 13.5 GFLOP
+#   per token at the ~70% of peak that A100/L4's alpha imply (62 and 160 us/tok) -> 53 us/tok;
+#   beta = 0.5 MiB / 0.864 TB/s ~ 0.61 us; gamma = 5.24e5 / (0.5 * 362 TF) ~ 2.9e-9 s/tok^2;
+#   kv_tokens = (0.9 * 48 GiB - 13.5 GB) / 0.5 MiB ~ 62.7k. No profile behind it: the routing
+#   study's held-out GPU type (a type no policy trained on), not a calibrated engine.
+L40S_7B = GPUSpec("L40S-7B", t_ovh=0.5e-3, t_w=15.6e-3, alpha=53e-6, beta=0.61e-6, gamma=2.9e-9,
+                  kv_tokens=62_700)
 # --- Llama-2-70B, fp16, TP4 on A100 ----------------------------------------------------------
 # t_w 24.9 ms, alpha 149 us/tok (vidur profiles summed over 80 layers, design doc §2.2).
 # beta: 320 KiB/token (GQA, vidur memory_planner) / (4 * 2.039 TB/s) ~ 0.04 us (derived).
@@ -93,7 +101,7 @@ L4_7B = GPUSpec("L4-7B", t_ovh=0.5e-3, t_w=45e-3, alpha=160e-6, beta=1.75e-6, ga
 A100x4_70B = GPUSpec("A100x4-70B", t_ovh=3.7e-3, t_w=24.9e-3, alpha=149e-6, beta=0.04e-6,
                      gamma=4.2e-9, kv_tokens=500_000)
 
-BASE_TYPES = (A100_7B, H100_7B, L4_7B, A100x4_70B)
+BASE_TYPES = (A100_7B, H100_7B, L4_7B, A100x4_70B, L40S_7B)
 # Order used for the one-hot GPU-type feature in observations (GPU types only: a model variant
 # has its GPU's index).
 TYPE_INDEX = {g.name: i for i, g in enumerate(BASE_TYPES)}
@@ -160,7 +168,7 @@ def for_model(spec: GPUSpec, model: ModelProfile, name: str | None = None) -> GP
 # Llama-3.1-8B on each 7B GPU type (~440k KV tokens on 80 GB parts, ~52k on L4, so one L4 holds
 # less than a 128k context: `max_model_len_of` caps it at the KV capacity, as vLLM does).
 LONG_CONTEXT = {s.name: for_model(s, LLAMA31_8B, f"{s.name[:-3]}-8B")
-                for s in (A100_7B, H100_7B, L4_7B)}
+                for s in (A100_7B, H100_7B, L4_7B, L40S_7B)}
 GPU_TYPES = {g.name: g for g in BASE_TYPES + tuple(LONG_CONTEXT.values())}
 # The model each shipped trace is served with: one whose context holds the trace (Azure 2023:
 # prompts mostly < 4k, ~1% of prompt tokens clipped; Mooncake: prompts up to 123k tokens).
@@ -203,6 +211,7 @@ VLLM_DEFAULTS = {
     "H100-7B": EngineSettings(1024, 8192),
     "L4-7B": EngineSettings(256, 2048),
     "A100x4-70B": EngineSettings(256, 2048),
+    "L40S-7B": EngineSettings(256, 2048),
 }
 CHUNK_STEP = 256   # token budgets are searched in multiples of this
 

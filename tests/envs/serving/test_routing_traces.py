@@ -56,7 +56,7 @@ def test_config_validates_and_fits_each_trace(trace, quick):
     kvb = cost_model.GPU_TYPES[s].kv_blocks
     assert -(-su.max_model_len // cost_model.BLOCK_TOKENS) <= kvb - int(0.01 * kvb)
   if trace == "mooncake_conv":
-    assert set(specs) == {"H100-8B", "A100-8B", "L4-8B"}
+    assert set(specs) == {"H100-8B", "A100-8B", "L4-8B", "L40S-8B"}
     assert su.max_model_len > 32_768              # long prompts are not clipped to 4k
   else:
     assert set(specs) <= set(cfg_r.GPU_TYPES) and su.max_model_len == 4096
@@ -64,7 +64,8 @@ def test_config_validates_and_fits_each_trace(trace, quick):
   assert int(ct.n_eval_windows) * int(ct.eval_table) <= len(test)
   assert int(ct.train_table) <= int(ct.eval_table)
   if not quick:
-    want = {"azure_conv": 1024, "azure_code": 512, "mooncake_conv": 192}[trace]
+    # >= 8 disjoint windows of the evaluation part (4,600 / 2,203 / 897 requests), in 64s
+    want = {"azure_conv": 512, "azure_code": 256, "mooncake_conv": 64}[trace]
     assert int(ct.eval_table) == int(ct.train_table) == want
     assert ct.rate_per_window
 
