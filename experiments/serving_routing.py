@@ -167,55 +167,128 @@ def run(c, quick: bool, workdir: str | None = None, eval_trace: str | None = Non
   train_tr, test_tr = common.load_traces(c, eval_trace)
   c, su = trace_setup(c, train_tr, test_tr)
   slo = (c.slo_ttft, c.slo_tpot)
-  clip = {"train part": common.clip_stats(train_tr, su.max_model_len),
-          "evaluation part": common.clip_stats(test_tr, su.max_model_len)}
-  family = [tuple(c.cluster)] + [tuple(x) for x in c.family_clusters]
-  main = Cluster(c, c.cluster, train_tr, test_tr, su)
-  held = Cluster(c, c.heldout_cluster, train_tr, test_tr, su)
-  others = [Cluster(c, cl, train_tr, test_tr, su) for cl in family[1:]]
+  clip = {part: common.clip_stats(tr, su.max_model_len)
+          for part, tr in (("train part", train_tr), ("evaluation part", test_tr))}
+  main, *others, held = [Cluster(c, cl, train_tr, test_tr, su) for cl in _clusters(c)]
   seeds = list(range(c.seed, c.seed + c.num_seeds))
   log = lambda msg: print(f"{msg} ({time.time() - t0:.0f} s)", flush=True)
 
-  # One evaluator (one compile) for every router, every learned policy and every cluster.
-  net_fn, template = common.net_policy(c, main.env, main.p_train)
-  g = int(c.max_gpus)
-  n_routers = len(heuristics.routers(su.cache))
-  ev = harness.Evaluator(main.env, harness.universal_policy(
-      heuristics.router_switch(g, entity=True, cache=su.cache), n_routers, net_fn),
-                         c.max_eval_steps, c.eval_lanes, common.warmup_of(c))
-  hp = lambda name, knobs: harness.with_net(heuristics.router_params(name, knobs, su.cache),
-                                            template)
-  rl_pp = lambda net: harness.with_net(heuristics.router_params("jsq", {}, su.cache), template,
-                                       net, which=n_routers)
-  grids = _grids(hp, su.cache, int(c.grid_points))
+  ev, rl_pp, grids = _evaluator(c, main, su)
   fams = list(grids)
 
-  # 1-2. Capacity of every cluster (the largest rate at which the best tuned heuristic meets
-  #      the SLO for 90% of requests; every grid point of every family is a candidate at every
-  #      rate), then every family tuned per load on training windows, on the claims' cluster and
-  #      the held-out one. Cached in the workdir, so an interrupted run resumes after them.
+  # 1-2. Every cluster's capacity (best tuned heuristic), every family tuned per load on
+  #      training windows (claims' and held-out clusters); cached in the workdir.
   n_tune_evals, resumed = _heuristic_stage(c, su, ev, main, others, held, grids, train_tr.rate,
                                            slo, workdir, eval_trace, log)
   log(f"tuned {n_tune_evals} window evaluations" + (" (from the workdir)" if resumed else ""))
 
-  # 3. RL on the family: a cluster (with its own capacity as rate scale) and a load per episode.
-  env_rl, _ = routing.make_routing(table_size=c.train_table, trace=train_tr,
-                                   **_kw(c, c.cluster, su))
-  fam_params = routing.stack_family(
-      [cl.p_train.replace(rate_mults=tuple(float(x) for x in c.loads))
-       for cl in [main] + others], [cl.base_scale for cl in [main] + others])
-  fam_env = routing.FamilyRoute(env_rl)
-  teacher_ld = max(c.loads)
-  teacher_fam = main.best_heur[teacher_ld]
-  teacher_pp = main.tuned[(teacher_fam, teacher_ld)]
-  learned_ck, curves, train_time, bc_acc, loaded = _learned(
-      c, fam_env, fam_params, seeds, teacher_pp, workdir, bool(eval_trace or reuse), log, su)
+  # 3. RL on the family (scratch and BC-started), budget checkpoints kept.
+  learned_ck, curves, train_time, bc_acc, loaded, teacher = _rl_stage(
+      c, su, main, others, train_tr, seeds, workdir, bool(eval_trace or reuse), log)
   resumed_stages = (["heuristics"] if resumed else []) + loaded
   variants = list(learned_ck)
   final = common.with_modes(c, {v: ck[-1] for v, ck in learned_ck.items()})
   log("trained")
 
-  # 4. Budget sweep on the claims' cluster's TRAINING windows (sampled actions): goodput of every
+  # 4. Budget sweep on the claims' cluster's TRAINING windows; RL variant and claims' loads
+  #    are chosen there.
+  n_ck = int(c.budget_chunks)
+  sweep, rl_train, rl_sel, base_train = _select(c, ev, main, learned_ck, final, rl_pp, seeds,
+                                                slo)
+  best_rl = {ld: rl_sel[ld].choice for ld in c.loads}
+  log("budget sweep and selection")
+
+  # 5. Everything on unseen windows: the claims' cluster and the held-out cluster.
+  table = common.evaluate_table(ev, main.tuned, fams, final, rl_pp, main.p_test,
+                                main.test_starts, main.scales, seeds, slo, main.type_id)
+  table_h = common.evaluate_table(ev, held.tuned, fams, final, rl_pp, held.p_test,
+                                  held.test_starts, held.scales, seeds, slo, held.type_id)
+  log("evaluated")
+
+  # 6. Ratios, verdicts, report.
+  policies = fams + list(final)
+  summary, summary_h = (_summary(c, tab, policies) for tab in (table, table_h))
+  sweep_summary = {f"{v}@{i + 1}@{ld}": harness.summarize(sweep[(f"{v}@{i + 1}", ld)])["goodput"]
+                   for v in variants for i in range(n_ck) for ld in c.loads}
+  ratios, ratios_h = _ratios(c, table, table_h, final, main, held, best_rl)
+  gains = _gains(c, variants, curves, sweep, n_ck)
+  claims = _claims(c, main, held, table, table_h, base_train, rl_train, rl_sel, sweep, seeds)
+  # Each policy's own SLO capacity (>= 90% attainment), interpolated on the load grid: the
+  # headline metric beside goodput at fixed loads.
+  caps, caps_h = (protocol.policy_capacities(tab, policies, c.loads, cl.capacity)
+                  for tab, cl in ((table, main), (table_h, held)))
+  clone = _bc_clone_loads(c, held, teacher)
+
+  md = _markdown(c, main, held, others, summary, summary_h, policies, ratios, ratios_h, best_rl,
+                 n_tune_evals, train_time, bc_acc, teacher, sweep_summary, gains, variants,
+                 eval_trace, test_tr, clip, su, rec, caps, caps_h, clone)
+  plot = _plot(c, summary, summary_h, policies, curves, sweep_summary, variants, main, held,
+               results.figure_path(rec, "quick" if quick else "full"))
+  payload = _payload(c, su, main, held, others, summary=summary, summary_h=summary_h,
+                     ratios=ratios, ratios_h=ratios_h, best_rl=best_rl, caps=caps,
+                     caps_h=caps_h, clone=clone, sweep_summary=sweep_summary,
+                     variants=variants, gains=gains, teacher=teacher,
+                     bc_acc=bc_acc, curves=curves, train_time=train_time,
+                     resumed_stages=resumed_stages, n_tune_evals=n_tune_evals, clip=clip,
+                     eval_trace=eval_trace, plot=plot)
+  name = rec if not eval_trace else f"{rec}_eval"
+  results.write_results(name, mode="quick" if quick else "full", config=c, seeds=seeds,
+                        claims=claims, wall_time_s=time.time() - t0, payload=payload,
+                        markdown=md)
+  print(results.verdict_table(claims))
+  return {"claims": claims, "summary": summary, "heldout_summary": summary_h}
+
+
+# Config fields that only the learned policies depend on: the heuristic stage's cache key
+# leaves them out, so changing an RL setting (a budget, the seeds) keeps the tuned baselines.
+_RL_ONLY = ("ppo", "reinforce", "bc", "budget_scale", "variants", "budget_chunks", "algos",
+            "num_seeds")
+
+
+def _evaluator(c, main, su: Setup):
+  """One evaluator (one compile) for every router, every learned policy and every cluster:
+  (evaluator, rl_pp: net params -> policy params of the learned branch, tuning grids)."""
+  net_fn, template = common.net_policy(c, main.env, main.p_train)
+  n_routers = len(heuristics.routers(su.cache))
+  ev = harness.Evaluator(main.env, harness.universal_policy(
+      heuristics.router_switch(int(c.max_gpus), entity=True, cache=su.cache), n_routers,
+      net_fn), c.max_eval_steps, c.eval_lanes, common.warmup_of(c))
+  hp = lambda name, knobs: harness.with_net(heuristics.router_params(name, knobs, su.cache),
+                                            template)
+  rl_pp = lambda net: harness.with_net(heuristics.router_params("jsq", {}, su.cache), template,
+                                       net, which=n_routers)
+  return ev, rl_pp, _grids(hp, su.cache, int(c.grid_points))
+
+
+def _rl_stage(c, su: Setup, main, others, train_tr, seeds, workdir, reuse: bool, log):
+  """RL on the family: a cluster (with its own capacity as rate scale) and a load per episode;
+  BC's teacher is the best tuned heuristic on the claims' cluster at the highest load. Returns
+  (checkpoints per variant, curves, train times, BC accuracy, stages loaded, teacher
+  (family, load, params))."""
+  env_rl, _ = routing.make_routing(table_size=c.train_table, trace=train_tr,
+                                   **_kw(c, c.cluster, su))
+  fam_params = routing.stack_family(
+      [cl.p_train.replace(rate_mults=tuple(float(x) for x in c.loads))
+       for cl in [main] + others], [cl.base_scale for cl in [main] + others])
+  teacher_ld = max(c.loads)
+  teacher_fam = main.best_heur[teacher_ld]
+  teacher_pp = main.tuned[(teacher_fam, teacher_ld)]
+  out = _learned(c, routing.FamilyRoute(env_rl), fam_params, seeds, teacher_pp, workdir, reuse,
+                 log, su)
+  return (*out, (teacher_fam, teacher_ld, teacher_pp))
+
+
+def _summary(c, table, policies) -> dict:
+  """{"policy@load": {metric: [mean, lo, hi]}} of an evaluation table."""
+  return {f"{p}@{ld}": harness.summarize(table[(p, ld)]) for p in policies for ld in c.loads}
+
+
+def _select(c, ev, main, learned_ck, final, rl_pp, seeds, slo):
+  """Budget sweep and selection on the claims' cluster's TRAINING windows (sampled actions):
+  goodput of every checkpoint (the fair-chance input), the RL variant per load (algorithm x
+  start x action mode, on the last checkpoints) and the baselines on the same windows (the
+  claims' loads are chosen there). Returns (sweep, rl_train, rl_sel, base_train): tables
+  {(policy, load): Cells}, except rl_sel {load: repro.selection.Selection}."""
   #    checkpoint; the last one also picks the RL variant (algorithm x start x action mode).
   sel = main.tune_starts[:c.n_select_windows]
   sweep_nets = {f"{v}@{i + 1}": {"params": p, "greedy": jnp.zeros((len(seeds),), bool)}
@@ -233,27 +306,18 @@ def run(c, quick: bool, workdir: str | None = None, eval_trace: str | None = Non
       "RL variant", {k: common.cells(rl_train, k, ld) for k in final},
       data=f"goodput on {main.name}'s {len(sel)} training windows x {len(seeds)} seeds, load "
            f"{ld}") for ld in c.loads}
-  best_rl = {ld: rl_sel[ld].choice for ld in c.loads}
   # The baselines on the same training windows: the claims' load is chosen there.
   base_train = common.evaluate_table(
       ev, main.tuned, list(dict.fromkeys(["jsq", "round_robin", *main.best_heur.values()])), {},
       rl_pp, main.p_train, sel, main.scales, seeds, slo, main.type_id)
-  log("budget sweep and selection")
+  return sweep, rl_train, rl_sel, base_train
 
-  # 5. Everything on unseen windows: the claims' cluster and the held-out cluster.
-  table = common.evaluate_table(ev, main.tuned, fams, final, rl_pp, main.p_test,
-                                main.test_starts, main.scales, seeds, slo, main.type_id)
-  table_h = common.evaluate_table(ev, held.tuned, fams, final, rl_pp, held.p_test,
-                                  held.test_starts, held.scales, seeds, slo, held.type_id)
-  log("evaluated")
 
-  # 6. Ratios, verdicts, report.
-  policies = fams + list(final)
-  summary = {f"{p}@{ld}": harness.summarize(table[(p, ld)]) for p in policies for ld in c.loads}
-  summary_h = {f"{p}@{ld}": harness.summarize(table_h[(p, ld)]) for p in policies
-               for ld in c.loads}
-  sweep_summary = {f"{v}@{i + 1}@{ld}": harness.summarize(sweep[(f"{v}@{i + 1}", ld)])["goodput"]
-                   for v in variants for i in range(n_ck) for ld in c.loads}
+def _ratios(c, table, table_h, final, main, held, best_rl):
+  """Display ratios (RL / baseline, paired by seed and window; the verdicts are the layer's):
+  on the claims' cluster the chosen RL against JSQ, round-robin and the best heuristic, and
+  every RL variant against the best heuristic; on the held-out cluster every RL variant
+  against its best heuristic. Returns ({key: (ratio, lo, hi)}, same for the held-out)."""
   ratios = {}
   key_of = lambda ld, base, m="goodput", rl=None: f"{rl or best_rl[ld]}/{base}@{ld}:{m}"
   for ld in c.loads:
@@ -269,32 +333,31 @@ def run(c, quick: bool, workdir: str | None = None, eval_trace: str | None = Non
     for v in final:
       ratios_h[key_of(ld, held.best_heur[ld], rl=v)] = common.paired_ratio(
           table_h, v, held.best_heur[ld], ld)
-  # Display only (the report's sweep table): the training return's late gain and each
-  # checkpoint's gain over the one before; the verdicts' fair chance is the layer's rule.
+  return ratios, ratios_h
+
+
+def _gains(c, variants, curves, sweep, n_ck: int) -> dict:
+  """Display only (the report's sweep table): the training return's late gain and each
+  checkpoint's gain over the one before; the verdicts' fair chance is the layer's rule."""
   gains = {}
   for v in variants:
     gains[v] = {"late_gain_return": common.late_gain(curves[v]),
                 "sweep_gain_goodput": {str(ld): (common.budget_gain(
                     sweep, f"{v}@{n_ck}", f"{v}@{n_ck - 1}", ld) if n_ck > 1
                     else (float("nan"),) * 3) for ld in c.loads}}
-  claims = _claims(c, main, held, table, table_h, base_train, rl_train, rl_sel, sweep, seeds)
-  # Each policy's own SLO capacity (>= 90% attainment), interpolated on the load grid: the
-  # headline metric beside goodput at fixed loads.
-  caps = protocol.policy_capacities(table, policies, c.loads, main.capacity)
-  caps_h = protocol.policy_capacities(table_h, policies, c.loads, held.capacity)
-  clone = _bc_clone_loads(c, held, teacher_fam, teacher_pp)
+  return gains
 
-  md = _markdown(c, main, held, others, summary, summary_h, policies, ratios, ratios_h, best_rl,
-                 n_tune_evals, train_time, bc_acc, teacher_fam, teacher_pp, teacher_ld,
-                 sweep_summary, gains, variants, eval_trace, test_tr, clip, su, rec,
-                 caps, caps_h, clone)
-  plot = _plot(c, summary, summary_h, policies, curves, sweep_summary, variants, main, held,
-               results.figure_path(rec, "quick" if quick else "full"))
+
+def _payload(c, su: Setup, main, held, others, *, summary, summary_h, ratios, ratios_h,
+             best_rl, caps, caps_h, clone, sweep_summary, variants, gains, teacher, bc_acc,
+             curves, train_time, resumed_stages, n_tune_evals, clip, eval_trace, plot) -> dict:
+  """The record's payload (everything but claims and provenance), plain JSON values."""
+  teacher_fam, teacher_ld, teacher_pp = teacher
   cl_payload = lambda cl: {"cluster": list(cl.cluster), "gpu_specs": list(cl.specs),
                            "capacity_rps": cl.capacity,
                            "capacity_set_by": cl.cap_by,
                            "rate_scales": {str(k): v for k, v in cl.scales.items()}}
-  payload = {"summary": summary, "heldout_summary": summary_h,
+  return {"summary": summary, "heldout_summary": summary_h,
              "ratios": {k: list(v) for k, v in ratios.items()},
              "heldout_ratios": {k: list(v) for k, v in ratios_h.items()},
              "capacity_rps": main.capacity, "capacity_set_by": main.cap_by,
@@ -334,18 +397,6 @@ def run(c, quick: bool, workdir: str | None = None, eval_trace: str | None = Non
                                                   for x in [main] + others + [held]}
                               if su.cache else None},
              "plot": plot}
-  name = rec if not eval_trace else f"{rec}_eval"
-  results.write_results(name, mode="quick" if quick else "full", config=c, seeds=seeds,
-                        claims=claims, wall_time_s=time.time() - t0, payload=payload,
-                        markdown=md)
-  print(results.verdict_table(claims))
-  return {"claims": claims, "summary": summary, "heldout_summary": summary_h}
-
-
-# Config fields that only the learned policies depend on: the heuristic stage's cache key
-# leaves them out, so changing an RL setting (a budget, the seeds) keeps the tuned baselines.
-_RL_ONLY = ("ppo", "reinforce", "bc", "budget_scale", "variants", "budget_chunks", "algos",
-            "num_seeds")
 
 
 def _per_seed(cells) -> np.ndarray:
@@ -578,14 +629,15 @@ def _extrapolation(c) -> dict:
           "gpus": len(c.heldout_cluster), "max_training_gpus": max(len(cl) for cl in train)}
 
 
-def _bc_clone_loads(c, held, teacher_fam, teacher_pp) -> list:
+def _bc_clone_loads(c, held, teacher) -> list:
   """Loads at which the held-out cluster's best tuned heuristic (chosen on its training
   windows) is the behaviour-cloning teacher itself, same family and knobs: there BC-PPO's
   held-out ratio measures a clone against its own teacher."""
-  teacher = (teacher_fam, heuristics.describe(teacher_fam, teacher_pp))
+  teacher_fam, _, teacher_pp = teacher
+  want = (teacher_fam, heuristics.describe(teacher_fam, teacher_pp))
   return [ld for ld in c.loads
           if (held.best_heur[ld], heuristics.describe(
-              held.best_heur[ld], held.tuned[(held.best_heur[ld], ld)])) == teacher]
+              held.best_heur[ld], held.tuned[(held.best_heur[ld], ld)])) == want]
 
 
 def _extrapolation_line(c, clone) -> str:
@@ -628,11 +680,9 @@ def _sweep_rows(c, sweep_summary, variants, gains):
 
 
 def _markdown(c, main, held, others, summary, summary_h, policies, ratios, ratios_h, best_rl,
-              n_tune_evals, train_time, bc_acc, teacher_fam, teacher_pp, teacher_ld,
-              sweep_summary, gains, variants, eval_trace, test_tr, clip, su, rec, caps, caps_h,
-              clone):
+              n_tune_evals, train_time, bc_acc, teacher, sweep_summary, gains, variants,
+              eval_trace, test_tr, clip, su, rec, caps, caps_h, clone):
   fam = [main] + others
-  a = c.algos[0]
   specs = sorted({g for x in fam + [held] for g in x.specs})
   return "\n".join([
       f"Trace `{c.trace}`, served by {su.model} on every GPU (cost_model.TRACE_MODELS; GPU specs "
@@ -670,6 +720,40 @@ def _markdown(c, main, held, others, summary, summary_h, policies, ratios, ratio
       "",
       _clip_line(su, clip),
       "",
+      _rl_line(c, main, fam, teacher, bc_acc, train_time, n_tune_evals),
+      "", f"## Results on {main.name} (the claims' cluster)", "",
+      *_results_rows(summary, policies, c.loads, su.cache),
+      "", "## Ratios", "", *common.ratio_rows(ratios), "",
+      "Best RL per load (training windows): " + ", ".join(
+          f"{ld}: {v}" for ld, v in best_rl.items()),
+      "", "Best heuristic per load (training windows): " + ", ".join(
+          f"{ld}: {h}" for ld, h in main.best_heur.items()),
+      "", f"## Cross-cluster generalisation ({held.name} never trained on)", "",
+      *_cross_rows(c, summary, summary_h, ratios, ratios_h, policies, main, held, best_rl,
+                   clone), "",
+      f"Best heuristic on {held.name} per load (its training windows): " + ", ".join(
+          f"{ld}: {h}" for ld, h in held.best_heur.items()),
+      "", _extrapolation_line(c, clone), "",
+      *_capacity_lines(main, held, caps, caps_h),
+      "", "## Budget sweep", "",
+      f"Goodput (req/s) of the checkpoints of each run on {main.name}'s training windows "
+      f"({c.n_select_windows} windows x {c.num_seeds} seeds, sampled actions; the last column "
+      "is the fair-chance check: a CI above 0 means the curve had not flattened). Late gain of "
+      "the training return (last eighth of updates minus the eighth before): " + "; ".join(
+          f"{v} {g['late_gain_return'][0]:+.3g} [{g['late_gain_return'][1]:+.3g}, "
+          f"{g['late_gain_return'][2]:+.3g}]" for v, g in gains.items()) + ".", "",
+      *_sweep_rows(c, sweep_summary, variants, gains), "",
+      "Tuned baseline knobs: " + common.knob_line(
+          {k: v for k, v in main.tuned.items() if k[0] in ("lot", "sita", "idle_first",
+                                                           "least_work", "cache_aware")}), "",
+      f"![routing]({rec}.png)"])
+
+
+def _rl_line(c, main, fam, teacher, bc_acc, train_time, n_tune_evals) -> str:
+  """The report's paragraph on the RL policy, its two starts, budgets and selection."""
+  teacher_fam, teacher_ld, teacher_pp = teacher
+  a = c.algos[0]
+  return (
       f"RL: one entity-attention policy ({a.upper()}, agents/entities.py: GPU tokens with the "
       f"request's features, embed {c[a].entities.embed_dim}, {c[a].entities.num_heads} heads, "
       f"{c[a].entities.num_layers} layer(s), padded to {c.max_gpus} GPU slots) trained on the "
@@ -688,38 +772,17 @@ def _markdown(c, main, held, others, summary, summary_h, policies, ratios, ratio
       "windows, never on the held-out cluster). Baselines tuned by grid search on "
       f"{c.n_tune_windows} training windows per load and cluster ({n_tune_evals} window "
       "evaluations). Segregation = P(fast GPU | long) - P(fast GPU | short), long = output > "
-      "256 tokens.",
-      "", f"## Results on {main.name} (the claims' cluster)", "",
-      *_results_rows(summary, policies, c.loads, su.cache),
-      "", "## Ratios", "", *common.ratio_rows(ratios), "",
-      "Best RL per load (training windows): " + ", ".join(
-          f"{ld}: {v}" for ld, v in best_rl.items()),
-      "", "Best heuristic per load (training windows): " + ", ".join(
-          f"{ld}: {h}" for ld, h in main.best_heur.items()),
-      "", f"## Cross-cluster generalisation ({held.name} never trained on)", "",
-      *_cross_rows(c, summary, summary_h, ratios, ratios_h, policies, main, held, best_rl,
-                   clone), "",
-      f"Best heuristic on {held.name} per load (its training windows): " + ", ".join(
-          f"{ld}: {h}" for ld, h in held.best_heur.items()),
-      "", _extrapolation_line(c, clone), "",
-      "## SLO capacity per policy", "",
-      "Each policy's highest load with >= 90% SLO attainment (mean over seeds x evaluation "
-      "windows), linearly interpolated between the evaluated loads "
-      "(protocol.capacity_on_loads); req/s = load x the cluster's capacity.", "",
-      f"On {main.name}:", "", *protocol.capacity_rows(caps), "",
-      f"On {held.name} (never trained on):", "", *protocol.capacity_rows(caps_h),
-      "", "## Budget sweep", "",
-      f"Goodput (req/s) of the checkpoints of each run on {main.name}'s training windows "
-      f"({c.n_select_windows} windows x {c.num_seeds} seeds, sampled actions; the last column "
-      "is the fair-chance check: a CI above 0 means the curve had not flattened). Late gain of "
-      "the training return (last eighth of updates minus the eighth before): " + "; ".join(
-          f"{v} {g['late_gain_return'][0]:+.3g} [{g['late_gain_return'][1]:+.3g}, "
-          f"{g['late_gain_return'][2]:+.3g}]" for v, g in gains.items()) + ".", "",
-      *_sweep_rows(c, sweep_summary, variants, gains), "",
-      "Tuned baseline knobs: " + common.knob_line(
-          {k: v for k, v in main.tuned.items() if k[0] in ("lot", "sita", "idle_first",
-                                                           "least_work", "cache_aware")}), "",
-      f"![routing]({rec}.png)"])
+      "256 tokens.")
+
+
+def _capacity_lines(main, held, caps, caps_h) -> list[str]:
+  """The report's section on each policy's own SLO capacity, on both clusters."""
+  return ["## SLO capacity per policy", "",
+          "Each policy's highest load with >= 90% SLO attainment (mean over seeds x evaluation "
+          "windows), linearly interpolated between the evaluated loads "
+          "(protocol.capacity_on_loads); req/s = load x the cluster's capacity.", "",
+          f"On {main.name}:", "", *protocol.capacity_rows(caps), "",
+          f"On {held.name} (never trained on):", "", *protocol.capacity_rows(caps_h)]
 
 
 def _results_rows(summary, policies, loads, cache: bool) -> list[str]:

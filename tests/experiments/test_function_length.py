@@ -12,7 +12,6 @@ EXPERIMENTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
 MAX_LINES = 80
 LONG_NOT_YET_SPLIT = frozenset({
     "ballast.py", "ballast_hydro.py", "purejaxrl_style_ppo.py", "rail_pricing.py",
-    "serving_routing.py",
 })
 
 
