@@ -15,6 +15,10 @@
   grpo        GRPO (group-relative advantages, PPO clip, k3 KL to a reference), evaluation
   direct_opd  Direct-OPD: decode-time delta, distillation loss, adaptive alpha, vanilla OPD,
               shuffled-delta control
+  opd_ladder  the Direct-OPD study's pretraining ladder (one family per seed, divergence rule)
+  opd_study   the Direct-OPD study on one task: teacher GRPO, transfer rows, GRPO ceilings
+  opd_folders Direct-OPD on user checkpoint folders (checks, then the transfer)
+  opd_report  the study's descriptive tables, scale text and figure
   rollout     multi-turn rollouts against a TextEnvironment in one jitted program (KV cache,
               windows with truncate-oldest or compaction overflow policies); the Rollout record
   value       value heads (shared-trunk or separate critic) and the aligned token-scoring pass

@@ -1,5 +1,6 @@
-"""experiments/direct_opd.py folder mode: user checkpoint folders are checked before any compute
-(errors name the file and the field), and a tiny transfer runs end to end."""
+"""experiments/direct_opd.py folder mode (jaxrl_suite/lm/opd_folders.py): user checkpoint folders
+are checked before any compute (errors name the file and the field), and a tiny transfer runs end
+to end."""
 
 import json
 import os
@@ -10,9 +11,8 @@ import jax
 import numpy as np
 import pytest
 
-from experiments import direct_opd as script
 from jaxrl_suite.core import results as results_lib
-from jaxrl_suite.lm import hf_checkpoint, hf_tokenizer, tasks
+from jaxrl_suite.lm import hf_checkpoint, hf_tokenizer, opd_folders, tasks
 from test_llama_reference import TINY, write_tiny
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -32,7 +32,7 @@ def folders(tmp_path, rl=False):
 
 def test_valid_folders_load_with_the_task_context(tmp_path):
   f = folders(tmp_path, rl=True)
-  ck = script.load_folders(f, TASK)
+  ck = opd_folders.load_folders(f, TASK)
   assert set(ck) == {"small_dir", "large_dir", "small_rl_dir"}
   cfg, params, stored = ck["large_dir"]
   assert cfg.max_len == TASK.prompt_len + TASK.response_len and stored.max_len == 64
@@ -57,7 +57,7 @@ def test_bad_folders_are_named_before_any_compute(tmp_path, break_it, match):
   f = folders(tmp_path, rl=True)
   break_it(tmp_path, f)
   with pytest.raises(ValueError, match=match):
-    script.load_folders(f, TASK)
+    opd_folders.load_folders(f, TASK)
 
 
 def test_missing_tensor_is_named_with_its_folder(tmp_path):
@@ -68,7 +68,7 @@ def test_missing_tensor_is_named_with_its_folder(tmp_path):
   del t["model.layers.2.self_attn.o_proj.weight"]
   save_file(t, path)
   with pytest.raises(ValueError, match=r"large: tensor model\.layers\.2\.self_attn\.o_proj"):
-    script.load_folders(f, TASK)
+    opd_folders.load_folders(f, TASK)
 
 
 def _run(tmp_path, f, *extra):
