@@ -8,6 +8,8 @@
 `metrics`    DOPE-style per-seed metrics: normalised error, Spearman, regret@k.
 `mdps`       hub-and-spoke counterexample, random MDP families, exact values, samplers.
 `datasets`   RLDS episodes through tensorflow-datasets (array_record, no TensorFlow).
+`studies`    the FORE reproduction's sections (hub, families, sweep, DOPE table, RLDS round trip)
+             as functions returning plain dicts; experiments/fore.py wires them and judges claims.
 
 FORE is consistent under three assumptions, not one: the ratio d_pi/d_mu (or Q^pi) in the span of
 the features, A nonsingular, and finite E[w^2 delta^2]; see `fore.py`.

@@ -1,4 +1,4 @@
-"""Coverage of FORE's intervals on tabular families, with exact answers (used by experiments/fore.py).
+"""Coverage of FORE's intervals on tabular families, with exact answers (used by ope/studies/honest.py).
 
 `shifted_pool` draws random MDPs of a family (mdps.random_mdp), keeping the ones whose population
 FQE diverges when asked (the "severe" pool); `interval_coverage` draws n i.i.d. transitions per

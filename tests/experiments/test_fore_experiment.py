@@ -28,14 +28,14 @@ def test_config_validate():
 def test_interval_rules_follow_the_config():
   """Every interval_* field reaches the rules the honest section runs; the fresh pool is not the
   spent one (39_039_001, looked at in record 91cf67f) nor a development seed."""
-  from experiments import fore as exp
+  from jaxrl_suite.ope.studies.honest import interval_rules
   c = fore_config.get_config()
   c.update(dict(interval_max_cond=1e8, interval_min_ident_t=3.0, interval_min_cell_count=2.0,
                 interval_max_cell_excess=5.0, interval_min_df=40.0, interval_crit_df_power=0.7))
-  r = exp.interval_rules(c)
+  r = interval_rules(c)
   assert (r.max_cond, r.min_ident_t, r.min_cell_count, r.max_cell_excess, r.min_df,
           r.crit_df_power) == (1e8, 3.0, 2.0, 5.0, 40.0, 0.7)
-  assert exp.interval_rules(fore_config.get_config()).crit_df_power == 0.5
+  assert interval_rules(fore_config.get_config()).crit_df_power == 0.5
   assert fore_config.get_config().fresh_family_seed not in (39_039_001, 12345, 777)
   for field, val in (("interval_min_df", -1.0), ("interval_crit_df_power", 0.0),
                      ("interval_crit_df_power", 1.5)):
