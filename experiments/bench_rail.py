@@ -54,13 +54,10 @@ def _timed(f, *args, repeats: int) -> tuple[float, float]:
 
 def bench_variant(c, name: str, updates: int, repeats: int) -> dict:
   """Per-update seconds of one variant (all seeds together): update, rollout, env, compile."""
-  from experiments import rail_pricing as rp
   from jaxrl_suite.algos import rollout
-  from jaxrl_suite.envs.rail import make_rail
-  _, _, amode = rp._variant(name)
-  env, p = make_rail(c.instance, action_mode=amode, pad=c.pad, reward_mode=c.reward_mode,
-                     demand_level=c.demand_level, reward_scale=c.reward_scale)
-  learner, agent = rp._learner(c, env, p, name)
+  from jaxrl_suite.train.rail import variants
+  env, p = variants.make_env(c, variants.parse(name)[2])
+  learner, agent = variants.learner(c, env, p, name)
   vec = learner.vec_env
   rs = jax.jit(jax.vmap(learner.init))(jax.random.split(jax.random.PRNGKey(0), c.n_seeds))
   run = jax.jit(jax.vmap(lambda r: learner.run(r, updates)))
@@ -90,8 +87,8 @@ def bench_variant(c, name: str, updates: int, repeats: int) -> dict:
 
 def main(argv):
   del argv
-  from experiments import rail_pricing as rp
   import configs.rail_pricing as cfg
+  from jaxrl_suite.train.rail import variants
   c = cfg.get_config()
   print(f"{c.n_seeds} seeds vmapped, {c.rl.num_envs} envs x {c.rl.num_steps} steps x {c.pad} "
         f"trains per update, {c.rl.update_epochs} epochs x {c.rl.num_minibatches} minibatches; "
@@ -104,7 +101,7 @@ def main(argv):
           f"{r['rollout'][0]:.3f} / {r['rollout'][1]:.3f} | env {r['env'][0]:.3f} / "
           f"{r['env'][1]:.3f} | compile {r['compile_s']:.0f} s", flush=True)
   for name in out:
-    mode, att, form = rp._variant(name)
+    mode, att, form = variants.parse(name)
     mlp = name.replace("_rel", "_mlp")
     if att and mlp in out:
       a, b = out[name]["update"], out[mlp]["update"]

@@ -7,8 +7,8 @@ import ml_collections
 import numpy as np
 import pytest
 
-from experiments.rail_pricing import rail_agent
 from jaxrl_suite.envs.rail import field_slice, make_rail
+from jaxrl_suite.train.rail.variants import rail_agent
 
 ENV, P = make_rail("ecml", pad=9)
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxrl_suite.envs.rail import demand, lp
 from jaxrl_suite.envs.rail.env import EnvParams, prices
@@ -77,3 +78,11 @@ def episode_shocks(env, params: EnvParams, keys: jax.Array) -> jax.Array:
 def mean_bound(env, params: EnvParams, keys: jax.Array) -> jax.Array:
   """Bound per episode [N] on the episodes `evaluate.evaluate(env, params, policy, keys)` plays."""
   return jax.vmap(lambda s: revenue_bound(params, s))(episode_shocks(env, params, keys))
+
+
+def seed_bounds(env, keys: jax.Array, scenarios: dict) -> dict:
+  """{scenario: [S]} mean bound over each seed's keys [S, N, 2], per scenario {name: params}
+  (one compile for all)."""
+  fn = jax.jit(lambda ks, ps: mean_bound(env, ps, ks))
+  return {sc: np.asarray([float(fn(keys[s], ps_).mean()) for s in range(keys.shape[0])])
+          for sc, ps_ in scenarios.items()}

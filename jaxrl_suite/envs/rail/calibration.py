@@ -35,3 +35,10 @@ def arc_elasticities(env, params, key, n_episodes: int = 256, lo: float = 1.0, h
 
   q0, q1 = np.asarray(bookings(k_lo)), np.asarray(bookings(k_hi))
   return np.log(q1 / q0) / np.log(levels[k_hi] / levels[k_lo])
+
+
+def per_seed(env, params, key, n_seeds: int, n_episodes: int = 256) -> np.ndarray:
+  """Arc elasticities [S, G]: one independent set of n_episodes rollouts per seed (keys
+  fold_in(key, s)), so the calibration check has replicates."""
+  return np.stack([arc_elasticities(env, params, jax.random.fold_in(key, s), n_episodes)
+                   for s in range(n_seeds)])

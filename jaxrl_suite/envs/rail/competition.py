@@ -95,3 +95,14 @@ def monopoly(env, params: EnvParams, real: np.ndarray, starts=(2, 5, 7)):
 def collusion_index(pi, pi_nash, pi_mono):
   """Delta = (pi - pi_N) / (pi_M - pi_N) (elementwise; inputs broadcast)."""
   return (np.asarray(pi) - pi_nash) / (pi_mono - pi_nash)
+
+
+def benchmark_fares(env, params: EnvParams, reward_mode: str):
+  """(Nash levels [A], Nash converged, monopoly levels [A]) at `params`. The Nash players are
+  the operators, or every train when each keeps its own revenue (reward_mode "agent"); padding
+  slots play no part."""
+  real = np.asarray(params.agent_mask) > 0
+  players = np.where(real, np.asarray(params.operator) if reward_mode != "agent"
+                     else np.arange(real.size), -1)
+  nash_lv, converged = nash(env, params, players)
+  return nash_lv, converged, monopoly(env, params, real)
