@@ -31,34 +31,16 @@ def test_config_validation_names_the_bad_field():
       cfg.validate(c)
 
 
-def test_claims_register_and_group_means():
+def test_claims_register():
   from jaxrl_suite.repro import Claim
-  from experiments import ballast as X
   regs = [Claim.from_dict(d) for d in cfg.claims()]
   assert len({r.id for r in regs}) == len(regs)
   for r in regs:
     assert r.why and r.selection and r.unit in ("seed", "seed x episode")
-  # group means: contiguous groups, masked episodes only, NaN for an empty group
-  steps = np.arange(10.0)
-  mask = np.array([1, 1, 0, 0, 1, 1, 1, 0, 0, 0], bool)
-  np.testing.assert_allclose(X.group_means(steps, mask, 2), [np.mean([0, 1, 4]), 5.5])
-  assert np.isnan(X.group_means(steps, np.zeros(10, bool), 2)[0])
   c = cfg.get_config("quick")
   c.eval_groups = 1
   with pytest.raises(ValueError, match="eval_groups"):
     cfg.validate(c)
-
-
-def test_v2_bank_lines_report_rejections_and_the_regime_shift():
-  from experiments import ballast as X
-  assert "unchecked" in X._v2_bank_lines({})[0]
-  st = [{"n_blocked": b, "checked": 10, "rejected": b, "rejection_rate": b / 10}
-        for b in range(4)]
-  mix = {"none": 0.2, "1 blocked": 0.4, ">=2 blocked": 0.3, "partial only": 0.1}
-  r = {"n": 8, "max_steps": 96, "strata": st, "rejection_rate": 0.15,
-       "regimes_unchecked": mix, "regimes_bank": mix}
-  text = "\n".join(X._v2_bank_lines({"train": r, "eval": r, "wall_s": 3.0}))
-  assert "3: 3/10 (30.0%)" in text and "all 15.0%" in text and "none 0.200 -> 0.200" in text
 
 
 def test_agent_features_and_policy_on_two_layouts():
