@@ -4,7 +4,7 @@ With the 95% CI [lo, hi] of the effect d (claims.py: oriented so "better" > 0):
 
   superiority with size c:  reproduced lo > 0 and hi >= c; partly reproduced lo > 0 and hi < c;
     not reproduced lo <= 0 <= hi < c; contradicted hi < 0; inconclusive lo <= 0 and hi >= c.
-  superiority (m_min):      reproduced lo > 0; not reproduced lo <= 0 < hi < m_min;
+  superiority (m_min):      reproduced lo > 0; not reproduced lo <= 0 <= hi < m_min;
     contradicted hi < 0; inconclusive otherwise.
   equivalence within +-m:   reproduced -m < lo and hi < m (TOST); contradicted hi < -m or
     lo > m; inconclusive otherwise.
@@ -123,6 +123,9 @@ def _underpowered(claim: Claim, iv: Interval, half_width: float | None, what: st
   if iv.n_units < 2 or not math.isfinite(iv.hi - iv.lo):
     return (f"{UNDERPOWERED}: {iv.n_units} {unit}(s) give no finite interval; at least 3 "
             f"{unit}s are needed")
+  if iv.sd == 0:
+    return (f"{UNDERPOWERED}: every {unit} gave the same value (SD 0), so more {unit}s cannot "
+            f"narrow the CI; it straddles {what}")
   if iv.sd is None or half_width is None or half_width <= 0:
     return f"{UNDERPOWERED}: the CI straddles {what} (no sample-size estimate for this interval)"
   n = units_needed(iv.sd, half_width, iv.confidence)
@@ -168,7 +171,9 @@ def _table(claim: Claim, iv: Interval) -> Verdict:
       return Verdict(CONTRADICTED, f"{ci}: the effect points the other way")
     if claim.min_effect is not None:
       m = claim.band_d(claim.min_effect)
-      if lo <= 0 < hi < m:
+      # hi = 0 included: a zero-width CI at 0 (e.g. a policy identical to its baseline on
+      # every unit) excludes every effect that matters, as with a registered size above.
+      if lo <= 0 <= hi < m:
         return Verdict(NOT_REPRODUCED, f"{ci}: no effect shown, every effect that matters "
                                        f"(>= {_show(claim, m)}) excluded")
       return Verdict(INCONCLUSIVE, _underpowered(claim, iv, m / 2, f"0 and {m:.3g}"))

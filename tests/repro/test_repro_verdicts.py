@@ -39,7 +39,9 @@ L, U = math.log(3.5 / 1.2), math.log(3.5 * 1.2)
     (SIZE, -0.2, 0.8, vd.INCONCLUSIVE),         # lo <= 0, hi >= c
     # superiority without a size, smallest effect that matters m_min = 0.2
     (NO_SIZE, 0.05, 0.3, vd.REPRODUCED),        # lo > 0
-    (NO_SIZE, -0.1, 0.15, vd.NOT_REPRODUCED),   # lo <= 0 < hi < m_min
+    (NO_SIZE, -0.1, 0.15, vd.NOT_REPRODUCED),   # lo <= 0 <= hi < m_min
+    (NO_SIZE, 0.0, 0.0, vd.NOT_REPRODUCED),     # zero width at 0 (a clone of its baseline)
+    (SIZE, 0.0, 0.0, vd.NOT_REPRODUCED),        # the same with a registered size
     (NO_SIZE, -0.3, -0.01, vd.CONTRADICTED),    # hi < 0
     (NO_SIZE, -0.1, 0.3, vd.INCONCLUSIVE),      # otherwise
     # equivalence within +-0.1 (TOST)
@@ -183,3 +185,10 @@ def test_aggregate_intervals_without_a_per_unit_sd_still_get_a_reason():
   v = vd.judge(SIZE, Interval(0.3, -0.1, 0.7, "iqm_stratified", 20, sd=None))
   assert v.word == vd.INCONCLUSIVE and "no sample-size estimate" in v.reason
   assert vd.judge(SIZE, iv).word == vd.REPRODUCED
+
+
+def test_zero_spread_says_more_units_cannot_help():
+  """A CI of identical per-unit values that straddles the decision point names the cause
+  instead of a sample size (units_needed has none at SD 0)."""
+  v = vd.judge(EQUIV, _iv(0.1, 0.1, sd=0.0))      # exactly on the margin
+  assert v.word == vd.INCONCLUSIVE and "SD 0" in v.reason and "100000" not in v.reason
