@@ -19,7 +19,7 @@ GPU type of the clusters (the cluster names below are generic GPU types; Mooncak
 the Llama-3.1-8B specs "H100-8B", ...), max_model_len capped at the smallest KV capacity, the
 TTFT SLO of `slo_ttft_by_trace`, the prefix cache and the cache-aware router where the trace has
 hash_ids (`prefix_cache`), and replays shortened to fit `n_eval_windows` disjoint windows of the
-evaluation part (serving_common.replay_length, as serving_batching).
+evaluation part (envs/serving/replay.replay_length, as serving_batching).
 """
 
 import ml_collections

@@ -10,7 +10,8 @@ for Mooncake) on one A100; clipping is reported per trace. Baselines (static B, 
 idle-only, constant cap) are grid-tuned on the early 60% of each trace; RL trains on the same
 part; everything is evaluated on the later 40%. Full mode runs the steady-state protocol
 (configs/serving_batching.py: long replays, engine window, warm-up excluded, loads as fractions
-of the SLO capacity of the best tuned heuristic). The pipeline is `experiments/serving_common.py`.
+of the SLO capacity of the best tuned heuristic). The pipeline is the library's
+(envs/serving/protocol.py, envs/serving/replay.py, jaxrl_suite/train/serving/training.py).
 
   python -m experiments.serving_batching [--quick] [--eval_trace PATH] [--config.x=...]
 """
@@ -30,8 +31,10 @@ import numpy as np
 
 from experiments import serving_common as common
 from jaxrl_suite.core import plotting, results
-from jaxrl_suite.envs.serving import batching, cost_model, harness, heuristics, traces
+from jaxrl_suite.envs.serving import (batching, cost_model, harness, heuristics, protocol,
+                                      replay, traces)
 from jaxrl_suite.repro import Claim, claim_record, selection
+from jaxrl_suite.train.serving import figures, training
 
 NAME = "serving_batching"
 FLAGS = common.define_flags(NAME)
@@ -62,7 +65,7 @@ def capacity(c, mode, ev, grids, template, p_train, starts, key, slo, train_tr):
   heuristic, the largest rate 2^(i/4) x the trace rate at which the best point of the mode's
   whole tuning grid (so every family tuned at that rate) meets the SLO for
   config.capacity_target of the requests on long training replays (`harness.slo_capacity_best`,
-  as `serving_common.best_heuristic_capacity`, with this config's probe range). If no grid point
+  as `protocol.best_heuristic_capacity`, with this config's probe range). If no grid point
   meets it even at the lowest probed rate, the saturation capacity is used and the record says
   so. "saturation" (the burst protocol): the best completion rate (finished / makespan) of the
   max-batch baselines with arrivals at 8x the trace rate."""
@@ -105,14 +108,14 @@ def run_mode(c, mode, trace, train_tr, test_tr, workdir, seeds, reuse=False):
     # rate, so capacity and loads are in the req/s the replays offer (workload.py)
     kw.update(rate_per_window=True, rate_ref=float(train_tr.rate))
   if mode == "continuous":
-    kw.update(max_events=c.max_events, window=common.window_of(c))
-  env_e, p_train, p_test, key, tune_starts, test_starts = common.eval_setup(
+    kw.update(max_events=c.max_events, window=replay.window_of(c))
+  env_e, p_train, p_test, key, tune_starts, test_starts = replay.eval_setup(
       c, lambda **k: batching.make_batching(mode, **k), train_tr, test_tr, **kw)
-  net_fn, template = common.net_policy(c, env_e, p_train)
+  net_fn, template = training.net_policy(c, env_e, p_train)
   grids, heur, n_heur = _baselines(mode, template)
   steps = int(c.max_eval_steps if mode == "continuous" else c.max_static_steps)
   ev = harness.Evaluator(env_e, harness.universal_policy(heur, n_heur, net_fn), steps,
-                         c.eval_lanes, common.warmup_of(c))
+                         c.eval_lanes, replay.warmup_of(c))
   rl_pp = lambda net: harness.with_net(next(iter(grids.values()))[0], template, net,
                                        which=n_heur)
 
@@ -124,7 +127,7 @@ def run_mode(c, mode, trace, train_tr, test_tr, workdir, seeds, reuse=False):
         f"({time.time() - t0:.0f} s)", flush=True)
 
   # 2. Tune every family at every load on training windows (one batched call).
-  tuned, tune_score, n_evals = common.tune(ev, grids, p_train, tune_starts, scales, key, slo)
+  tuned, tune_score, n_evals = protocol.tune(ev, grids, p_train, tune_starts, scales, key, slo)
   print(f"{tag} tuned {n_evals} window evaluations ({time.time() - t0:.0f} s)", flush=True)
 
   # 3. RL across loads (load drawn per episode).
@@ -133,20 +136,20 @@ def run_mode(c, mode, trace, train_tr, test_tr, workdir, seeds, reuse=False):
                                         rate_mults=tuple(float(x) for x in c.loads), **kw)
   budget = {a: (int(c.continuous_timesteps) if mode == "continuous"
                 else int(c[a].total_timesteps)) for a in c.algos}
-  ckpts, curves, train_time = common.learned_sweep(
+  ckpts, curves, train_time = training.learned_sweep(
       c, env_rl, p_rl, seeds, os.path.join(workdir, f"policies_{trace}_{mode}.npz"), budget,
       reuse, tag)
-  learned = common.with_modes(c, {a: v[-1] for a, v in ckpts.items()})
-  half = common.with_modes(c, {a: v[0] for a, v in ckpts.items()})
+  learned = training.with_modes(c, {a: v[-1] for a, v in ckpts.items()})
+  half = training.with_modes(c, {a: v[0] for a, v in ckpts.items()})
 
   # 4. On the validation windows (training part): the RL variant is chosen at the whole budget,
   # and the half-budget params give the last doubling (fair chance). The evaluation part is
   # used once, below.
   val = tune_starts[:c.n_select_windows]
-  rl_train = common.evaluate_table(ev, tuned, [], learned, rl_pp, p_train, val, scales, seeds,
+  rl_train = protocol.evaluate_table(ev, tuned, [], learned, rl_pp, p_train, val, scales, seeds,
                                    slo)
-  rl_half = common.evaluate_table(ev, tuned, [], half, rl_pp, p_train, val, scales, seeds, slo)
-  table = common.evaluate_table(ev, tuned, list(grids), learned, rl_pp, p_test, test_starts,
+  rl_half = protocol.evaluate_table(ev, tuned, [], half, rl_pp, p_train, val, scales, seeds, slo)
+  table = protocol.evaluate_table(ev, tuned, list(grids), learned, rl_pp, p_test, test_starts,
                                 scales, seeds, slo)
   print(f"{tag} evaluated ({time.time() - t0:.0f} s)", flush=True)
   return {"table": table, "tuned": tuned, "tune_score": tune_score, "capacity": cap,
@@ -165,13 +168,13 @@ def _claims(c, key, o, registered) -> list[dict]:
   for ld in c.loads:
     rl, h = o["best_rl"][ld], o["best_h"][ld]
     cid = f"serving_batching.{trace}.{mode}.within_1pct@{float(ld):g}.v1"
-    rows.append(within_row(registered[cid], common.cells(o["table"], rl.choice, ld),
-                           common.cells(o["table"], h.choice, ld),
-                           [common.cells(o["rl_half"], rl.choice, ld),
-                            common.cells(o["rl_train"], rl.choice, ld)],
+    rows.append(within_row(registered[cid], protocol.cells(o["table"], rl.choice, ld),
+                           protocol.cells(o["table"], h.choice, ld),
+                           [protocol.cells(o["rl_half"], rl.choice, ld),
+                            protocol.cells(o["rl_train"], rl.choice, ld)],
                            budget_of(o, rl.choice), [rl, h]))
-    rows[-1]["note"] = (f"{rl.choice} vs {h.choice}; paired goodput ratio "
-                        f"{harness.fmt(common.paired_ratio(o['table'], rl.choice, h.choice, ld))}")
+    ratio = protocol.paired_ratio(o["table"], rl.choice, h.choice, ld)
+    rows[-1]["note"] = f"{rl.choice} vs {h.choice}; paired goodput ratio {harness.fmt(ratio)}"
   return rows
 
 
@@ -204,7 +207,7 @@ def _choose(c, o, n_seeds: int, pre: str) -> dict:
   o["best_h"], o["best_rl"], ratios = {}, {}, {}
   for ld in c.loads:
     o["best_rl"][ld] = selection.pick_best(
-        "RL variant", {v: common.cells(o["rl_train"], v, ld) for v in o["learned"]},
+        "RL variant", {v: protocol.cells(o["rl_train"], v, ld) for v in o["learned"]},
         data=f"goodput on {c.n_select_windows} training-part windows x {n_seeds} seeds, "
              f"load {ld}", split="validation")
     o["best_h"][ld] = selection.pick_best(
@@ -212,7 +215,7 @@ def _choose(c, o, n_seeds: int, pre: str) -> dict:
         data=f"tuned goodput on {c.n_tune_windows} training windows, load {ld}")
     for base in o["families"]:
       for metric in ("goodput", "throughput"):
-        ratios[f"{pre}{o['best_rl'][ld].choice}/{base}@{ld}:{metric}"] = common.paired_ratio(
+        ratios[f"{pre}{o['best_rl'][ld].choice}/{base}@{ld}:{metric}"] = protocol.paired_ratio(
             o["table"], o["best_rl"][ld].choice, base, ld, metric)
   return ratios
 
@@ -247,12 +250,12 @@ def run(c, quick: bool, workdir: str | None = None, eval_trace: str | None = Non
     ct = c.copy_and_resolve_references()
     ct.trace = trace
     ct.slo_ttft = float(c.slo_ttft_by_trace.get(trace, c.slo_ttft))
-    train_tr, test_tr = common.load_traces(ct, eval_trace)
+    train_tr, test_tr = replay.load_traces(ct, eval_trace)
     model, mml = model_of(c, trace)
     clip[trace] = {"model": model, "max_model_len": mml, "slo_ttft": ct.slo_ttft,
                    "train part": traces.clip_stats(train_tr, mml),
                    "evaluation part": traces.clip_stats(test_tr, mml)}
-    fit, ct.train_table = common.replay_length(c, len(test_tr), trace)
+    fit, ct.train_table = replay.replay_length(c, len(test_tr), trace)
     ct.eval_table = fit
     clip[trace]["replay"] = int(fit)
     for m in c.modes:
@@ -270,8 +273,8 @@ def run(c, quick: bool, workdir: str | None = None, eval_trace: str | None = Non
   for key, o in out.items():
     claims.extend(_claims(c, key, o, registered))
   claims.append(pooled_row(registered["serving_batching.rl_vs_heuristic.pooled.v1"],
-                           [(common.cells(o["table"], o["best_rl"][ld].choice, ld),
-                             common.cells(o["table"], o["best_h"][ld].choice, ld))
+                           [(protocol.cells(o["table"], o["best_rl"][ld].choice, ld),
+                             protocol.cells(o["table"], o["best_h"][ld].choice, ld))
                             for o in out.values() for ld in c.loads]))
   md = _markdown(c, out, summary, ratios, clip) + "\n\n## Verdict details\n\n" + "\n".join(
       f"- {cl['claim']}: {cl['note']}; {cl['detail']}" for cl in claims) + "\n"
@@ -285,7 +288,7 @@ def run(c, quick: bool, workdir: str | None = None, eval_trace: str | None = Non
              "rate_scales": {k(*kk): {str(l): v for l, v in o["scales"].items()}
                              for kk, o in out.items()},
              "tuned": {kt: v for kk, o in out.items()
-                       for kt, v in common.tuned_payload(o["tuned"], f"{k(*kk)}:").items()},
+                       for kt, v in protocol.tuned_payload(o["tuned"], f"{k(*kk)}:").items()},
              "best_rl_by_training": {k(*kk): {str(l): v.choice for l, v in o["best_rl"].items()}
                                      for kk, o in out.items()},
              "best_heuristic_by_training": {k(*kk): {str(l): v.choice
@@ -318,8 +321,8 @@ def clip_line(clip) -> str:
 
 
 def _markdown(c, out, summary, ratios, clip):
-  w = common.window_of(c)
-  protocol = (f"steady-state replays of {c.eval_table} consecutive requests (continuous mode: "
+  w = replay.window_of(c)
+  episodes = (f"steady-state replays of {c.eval_table} consecutive requests (continuous mode: "
               f"an engine window of {w} requests in flight), the first {c.warmup_frac:.0%} "
               "excluded from the metrics"
               + (", each replay rescaled to offer the same mean rate (load x capacity; the "
@@ -332,7 +335,7 @@ def _markdown(c, out, summary, ratios, clip):
       f") and TPOT <= {c.slo_tpot} s. Each trace is "
       "served by a model whose context holds it (cost_model.TRACE_MODELS). Tuned/trained on the "
       f"early {c.train_frac:.0%} of each trace, evaluated on the later part: "
-      f"{c.n_eval_windows} windows, {protocol} (fewer where the evaluation part holds fewer "
+      f"{c.n_eval_windows} windows, {episodes} (fewer where the evaluation part holds fewer "
       f"disjoint windows: see each section); {c.num_seeds} seeds. Load = fraction of each "
       "mode's capacity (how it was measured is given per section). Goodput = requests meeting "
       "both SLOs / offered window (first measured to last arrival, DistServe); throughput = "
@@ -355,14 +358,14 @@ def _markdown(c, out, summary, ratios, clip):
                           for a, t in o["train_time"].items()) + ")", "",
               f"SLO: TTFT <= {o['slo'][0]} s, TPOT <= {o['slo'][1]} s. Capacity: "
               f"{o['capacity_how']}.", "",
-              *common.results_rows(summary, o["families"] + o["learned"], c.loads,
+              *protocol.results_rows(summary, o["families"] + o["learned"], c.loads,
                                    f"{trace}:{mode}:"),
               "", "Best per load (training windows): " + ", ".join(
                   f"{ld}: {o['best_rl'][ld].choice} / {o['best_h'][ld].choice}"
                   for ld in c.loads), "",
-              "Tuned knobs: " + common.knob_line(o["tuned"]), ""]
+              "Tuned knobs: " + protocol.knob_line(o["tuned"]), ""]
   lines += ["## Ratios (best RL / baseline, paired over seeds)", "",
-            *common.ratio_rows(ratios), "", f"![batching]({NAME}.png)"]
+            *protocol.ratio_rows(ratios), "", f"![batching]({NAME}.png)"]
   return "\n".join(lines)
 
 
@@ -374,13 +377,13 @@ def _plot(c, out, summary, path):
   for ax, ((trace, mode), o) in zip(axes, out.items()):
     for p in o["families"] + o["learned"]:
       y = [summary[f"{trace}:{mode}:{p}@{ld}"]["goodput"] for ld in c.loads]
-      plotting.errorbar_ci(ax, c.loads, y, fmt="-o" if p in common.ALGOS else "--.", label=p)
+      plotting.errorbar_ci(ax, c.loads, y, fmt="-o" if p in training.ALGOS else "--.", label=p)
     ax.set_title(f"{trace}, {mode}", fontsize=9)
     ax.set_xlabel("load (fraction of capacity)")
     ax.set_ylabel("goodput at SLO (req/s)")
     ax.legend(fontsize=6)
   for (trace, mode), o in out.items():
-    common.plot_curves(axes[-1], o["curves"], f"{trace}:{mode}:")
+    figures.plot_curves(axes[-1], o["curves"], f"{trace}:{mode}:")
   os.makedirs(os.path.dirname(path), exist_ok=True)
   plotting.save_figure(fig, path, dpi=80)
   return os.path.basename(path)

@@ -121,10 +121,10 @@ def test_quick_reproduction_end_to_end(tmp_path, name, monkeypatch):
 
 def test_late_gain_of_a_flat_and_a_rising_curve():
   """The report's late gain (display: verdicts use the layer's budget-doubling rule)."""
-  from experiments import serving_common as common
+  from jaxrl_suite.envs.serving import protocol
   flat = np.tile(np.r_[np.linspace(0, 10, 8), np.full(8, 10.0)], (4, 1)) + np.arange(4)[:, None]
   rising = np.tile(np.linspace(0, 10, 16), (4, 1)) + 0.1 * np.arange(4)[:, None]
-  g_flat, g_rise = common.late_gain(flat, frac=0.25), common.late_gain(rising, frac=0.25)
+  g_flat, g_rise = protocol.late_gain(flat, frac=0.25), protocol.late_gain(rising, frac=0.25)
   np.testing.assert_allclose(g_flat, (0.0, 0.0, 0.0), atol=1e-12)
   np.testing.assert_allclose(g_rise[0], 10 / 15 * 4, rtol=1e-9)  # 4 updates apart, slope 2/3
 
@@ -134,21 +134,21 @@ def test_budget_checkpoints_resume_after_an_interruption(tmp_path, monkeypatch):
   file continues from the saved runner state: same checkpoints and curves as one unbroken run."""
   import gymnax
   import jax
-  from experiments import serving_common as common
   from jaxrl_suite.algos import ppo
+  from jaxrl_suite.train.serving import training
   env, p = gymnax.make("CartPole-v1")
   cfg = ppo.default_config()
   cfg.num_envs, cfg.num_steps, cfg.total_timesteps = 4, 16, 256     # 4 updates, 2 checkpoints
   cfg.update_epochs, cfg.num_minibatches = 1, 2
-  whole, curves, _ = common.train_checkpoints(ppo, cfg, env, p, [0, 1], 2, "whole")
+  whole, curves, _ = training.train_checkpoints(ppo, cfg, env, p, [0, 1], 2, "whole")
   path = str(tmp_path / "training.npz")
-  real_tqdm = common.tqdm
-  monkeypatch.setattr(common, "tqdm", lambda it, **kw: list(it)[:1])    # killed after chunk 1
-  first, _, _ = common.train_checkpoints(ppo, cfg, env, p, [0, 1], 2, "cut", resume_path=path,
+  real_tqdm = training.tqdm
+  monkeypatch.setattr(training, "tqdm", lambda it, **kw: list(it)[:1])    # killed after chunk 1
+  first, _, _ = training.train_checkpoints(ppo, cfg, env, p, [0, 1], 2, "cut", resume_path=path,
                                          resume_key="k")
   assert len(first) == 1 and os.path.exists(path)
-  monkeypatch.setattr(common, "tqdm", real_tqdm)
-  resumed, curves_r, _ = common.train_checkpoints(ppo, cfg, env, p, [0, 1], 2, "resumed",
+  monkeypatch.setattr(training, "tqdm", real_tqdm)
+  resumed, curves_r, _ = training.train_checkpoints(ppo, cfg, env, p, [0, 1], 2, "resumed",
                                                   resume_path=path, resume_key="k")
   assert len(resumed) == 2
   for a, b in zip(whole, resumed):
@@ -156,5 +156,5 @@ def test_budget_checkpoints_resume_after_an_interruption(tmp_path, monkeypatch):
   np.testing.assert_array_equal(curves, curves_r)
   # a resume file of another run (key) is not used: training starts over from the given state
   fresh = {"x": np.zeros(3)}
-  state, ckpts, _, _ = common._resume(path, "another run", fresh, 2)
+  state, ckpts, _, _ = training._resume(path, "another run", fresh, 2)
   assert state is fresh and ckpts == []

@@ -46,13 +46,13 @@ def test_shipped_traces_load_through_package_resources():
 
 def test_eval_trace_too_small_for_the_windows_is_refused(tmp_path):
   from configs import serving_batching as cfg
-  from experiments import serving_common as common
+  from jaxrl_suite.envs.serving import replay
   c = cfg.get_config("quick")
   small = _azure_csv(tmp_path / "three.csv", 3)
   with pytest.raises(traces.TraceError, match=r"3 requests, too few for \d+ evaluation windows"):
-    common.load_traces(c, small)
+    replay.load_traces(c, small)
   enough = _azure_csv(tmp_path / "enough.csv", c.eval_table + c.n_eval_windows - 1)
-  _, test = common.load_traces(c, enough)
+  _, test = replay.load_traces(c, enough)
   assert len(test) == c.eval_table + c.n_eval_windows - 1
 
 

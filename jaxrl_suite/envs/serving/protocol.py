@@ -7,6 +7,8 @@ verdicts (those go through `jaxrl_suite.repro`, which this env package does not 
   best_heuristic_capacity  SLO capacity of the best tuned heuristic (harness.slo_capacity_best)
   evaluate_table         {(policy, load): harness.Cells [S][W]} on one compiled evaluator
   cells / paired_ratio   the per-(seed, window) samples a claim is judged from, and a display CI
+  budget_gain / late_gain  display gains: last budget checkpoint over the one before, and a
+                         learning curve's rise over its last updates (mean, lo, hi)
   capacity_on_loads      each policy's SLO capacity on the load grid (attainment >= target)
   curve_sweep            a learning curve [S, U] as a budget-doubling sweep (b = U/2, 2b = U)
   results_rows / ratio_rows / knob_line / tuned_payload   markdown and JSON of the report
@@ -166,9 +168,28 @@ def mean_of(table: dict, policy: str, load, metric: str = "goodput") -> float:
 
 def paired_ratio(table: dict, a: str, b: str, load, metric: str = "goodput"):
   """(ratio, lo, hi) of a's mean metric over b's, paired by (seed, window) with the two-way
-  bootstrap (`stats.crossed_ratio_ci`): a display interval for the report tables (claims are
+  bootstrap (`stats.crossed_ratio_ci`) when the table keeps its cells, else paired over seeds
+  (a table of per-seed metric dicts): a display interval for the report tables (claims are
   judged by jaxrl_suite.repro from `cells`)."""
-  return stats.crossed_ratio_ci(cells(table, a, load, metric), cells(table, b, load, metric))
+  ta, tb = table[(a, load)], table[(b, load)]
+  if isinstance(ta, harness.Cells) and isinstance(tb, harness.Cells):
+    return stats.crossed_ratio_ci(ta.grid(metric), tb.grid(metric))
+  return stats.paired_ratio_ci(np.array([m[metric] for m in ta]),
+                               np.array([m[metric] for m in tb]))
+
+
+def budget_gain(table: dict, name: str, prev: str, load, metric: str = "goodput"):
+  """Gain of the last budget checkpoint over the one before (paired cells, two-way bootstrap
+  over seeds x windows): (mean, lo, hi) of metric(name) - metric(prev)."""
+  return stats.crossed_ci(cells(table, name, load, metric) - cells(table, prev, load, metric))
+
+
+def late_gain(curve, frac: float = 0.125) -> tuple[float, float, float]:
+  """How much a learning curve [S, U] still rose at its end: per seed, the mean of the last
+  `frac` of updates minus the mean of the `frac` before it; mean and 95% CI over seeds."""
+  cv = np.asarray(curve, np.float64)
+  n = max(1, int(round(frac * cv.shape[-1])))
+  return stats.mean_ci(cv[:, -n:].mean(-1) - cv[:, -2 * n:-n].mean(-1))
 
 
 def curve_sweep(curve, per_episode: float) -> dict[str, Any] | None:

@@ -13,6 +13,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 import configs.serving_routing as cfg_r  # noqa: E402
 from experiments import serving_routing as exp  # noqa: E402
+from jaxrl_suite.train.serving import routing_setup  # noqa: E402
 from jaxrl_suite.envs.serving import (cost_model, heuristics, routing, traces,  # noqa: E402
                                       workload)
 
@@ -24,7 +25,7 @@ def _setup(trace, quick):
   c.trace = trace
   cfg_r.validate(c)
   train, test = traces.load_shipped(trace).split(c.train_frac)
-  return (*exp.trace_setup(c, train, test), train, test)
+  return (*routing_setup.trace_setup(c, train, test), train, test)
 
 
 def test_record_names_per_trace():
@@ -46,7 +47,7 @@ def test_config_validates_and_fits_each_trace(trace, quick):
   assert ct.slo_ttft == (15.0 if trace == "mooncake_conv" else 2.0)
   assert su.cache == (trace == "mooncake_conv")
   assert su.rate_ref == pytest.approx(train.rate)
-  specs = [s for cl in exp._clusters(ct) for s in su.specs(cl)]
+  specs = [s for cl in routing_setup.clusters(ct) for s in su.specs(cl)]
   kv = min(cost_model.GPU_TYPES[s].kv_blocks * cost_model.BLOCK_TOKENS for s in specs)
   assert su.max_model_len <= kv
   # a request of the full context is admissible on every GPU: its KV fits above the admission
@@ -95,7 +96,7 @@ def test_experiment_envs_normalise_with_the_training_rate():
   """Every cluster's evaluation params (train and evaluation part) and the RL env are built
   with the training part's rate as reference: a replay of either part offers scale x it."""
   ct, su, train, test = _setup("azure_code", False)
-  cl = exp.Cluster(ct, ct.cluster, train, test, su)
+  cl = routing_setup.Cluster(ct, ct.cluster, train, test, su)
   k = int(ct.eval_table)
   for p, n in ((cl.p_train, len(train)), (cl.p_test, len(test))):
     for s in (0, n - k):
@@ -109,7 +110,7 @@ def test_mooncake_env_has_the_cache_and_the_cache_aware_family():
   families include the cache-aware router, reachable through the one-compile switch."""
   ct, su, train, test = _setup("mooncake_conv", True)
   assert su.cache and su.cache_blocks is not None and len(su.cache_blocks) == ct.max_gpus
-  clusters = [exp.Cluster(ct, cl, train, test, su) for cl in exp._clusters(ct)]
+  clusters = [routing_setup.Cluster(ct, cl, train, test, su) for cl in routing_setup.clusters(ct)]
   env = clusters[0].env
   assert env.cache_blocks == su.cache_blocks
   assert env.ent_feats == routing.ENT_FEATS + 1
@@ -149,7 +150,7 @@ def test_mooncake_env_has_the_cache_and_the_cache_aware_family():
 
 def test_family_params_carry_each_clusters_cache_capacity():
   ct, su, train, test = _setup("mooncake_conv", True)
-  cls = [exp.Cluster(ct, cl, train, test, su) for cl in exp._clusters(ct)[:2]]
+  cls = [routing_setup.Cluster(ct, cl, train, test, su) for cl in routing_setup.clusters(ct)[:2]]
   fp = routing.stack_family([c.p_train for c in cls], [1.0, 1.0])
   for i, c in enumerate(cls):
     np.testing.assert_array_equal(np.asarray(routing.cluster_params(fp, i).cache_caps),

@@ -97,11 +97,10 @@ def test_static_labels_use_the_real_batch_size():
 
 
 def test_clip_stats_count_clipped_requests():
-  from experiments import serving_common
   tr = traces.Trace(np.arange(4.0), np.array([100, 5000, 4000, 10]), np.array([10, 10, 200, 3000]))
-  s = serving_common.clip_stats(tr)
+  s = traces.clip_stats(tr, 4096, 2048)   # the routing study's Llama-2-7B context
   assert s["clipped_share"] == pytest.approx(0.75)        # rows 1, 2 (context), 3 (output)
-  conv = serving_common.clip_stats(traces.load_shipped("azure_conv"))
+  conv = traces.clip_stats(traces.load_shipped("azure_conv"), 4096, 2048)
   assert 0.02 < conv["clipped_share"] < 0.3
 
 
@@ -134,7 +133,7 @@ def test_cis_count_windows_and_seeds():
 def test_capacity_is_set_by_the_best_tuned_heuristic():
   """The capacity probe takes every grid point of every family: the best one at each rate sets
   it. Stub evaluator: attainment 1 below a per-candidate rate scale limit, else 0."""
-  from experiments import serving_common
+  from jaxrl_suite.envs.serving import protocol
 
   limits = [2 ** (2 / 4), 2 ** (5 / 4), 2 ** (3 / 4)]      # jsq, sita(th=512), sita(th=1024)
 
@@ -147,15 +146,15 @@ def test_capacity_is_set_by_the_best_tuned_heuristic():
 
   mk = lambda lim, th=None: {"lim": lim, **({} if th is None else {"w": 1.0, "threshold": th})}
   grids = {"jsq": [mk(limits[0])], "sita": [mk(limits[1], 512.0), mk(limits[2], 1024.0)]}
-  cap, scale, who = serving_common.best_heuristic_capacity(Stub(), grids, None, [0], None,
-                                                           (2.0, 0.2), 10.0)
+  cap, scale, who = protocol.best_heuristic_capacity(Stub(), grids, None, [0], None,
+                                                     (2.0, 0.2), 10.0)
   assert scale == pytest.approx(2 ** (5 / 4)) and cap == pytest.approx(10 * 2 ** (5 / 4))
   assert who.startswith("sita") and "threshold=512" in who
   assert "lower bound" not in who
   # A candidate meeting the SLO at every probed rate: the capacity is flagged as a lower bound.
   grids["jsq"] = [mk(1e9)]
-  cap, scale, who = serving_common.best_heuristic_capacity(Stub(), grids, None, [0], None,
-                                                           (2.0, 0.2), 10.0)
+  cap, scale, who = protocol.best_heuristic_capacity(Stub(), grids, None, [0], None,
+                                                     (2.0, 0.2), 10.0)
   assert scale == pytest.approx(2.0 ** (harness.CAPACITY_HI / 4))
   assert who.startswith("jsq") and "lower bound" in who
 
