@@ -150,23 +150,24 @@ def test_quick_reproduction_end_to_end(tmp_path):
 def test_flattening_pairs_checkpoints_on_their_common_episodes():
   """The last two checkpoints score more episodes (sweep_episodes_last): a doubling's change
   is taken on the first n episodes of every held-out layout that both checkpoints scored."""
-  from experiments import ballast_hydro as X
+  from jaxrl_suite.envs.ballast import hydro_stats as HS
   a = np.arange(2 * 3 * 4, dtype=float).reshape(2, 3, 4)            # [S, L, 4]
   b = np.zeros((2, 3, 8))
   b[..., :4] = a + 1.0                                              # +1 on the shared episodes
   b[..., 4:] = 1e6                                                  # only b scored these
-  d = X._paired_delta(a, b)
+  d = HS.paired_delta(a, b)
   assert d.shape == (2, 12) and np.all(d == 1.0)
   c = cfg_mod.get_config("quick")
-  f = X._flattening([{"updates": 1, "steps_eff": a}, {"updates": 2, "steps_eff": b}], c)
+  f = HS.flattening([{"updates": 1, "steps_eff": a}, {"updates": 2, "steps_eff": b}], c.n_boot,
+                   c.flat_tol)
   assert f["steps"][0]["episodes"] == 12 and f["steps"][0]["delta_steps"][0] == 1.0
   assert f["flattened"]                                             # +1 step: no gain
   # [S, N] is read as one layout
-  assert X._paired_delta(np.zeros((2, 5)), np.ones((2, 5))).shape == (2, 5)
+  assert HS.paired_delta(np.zeros((2, 5)), np.ones((2, 5))).shape == (2, 5)
 
 
 def test_pick_layouts_fixes_the_pump_mix_when_asked():
-  from experiments import ballast_hydro as X
+  from jaxrl_suite.envs.ballast import hydro_layouts as X
   drawn = X.pick_layouts(1000, 3, 128)
   mixed = X.pick_layouts(1000, 3, 128, (1, 2, 3))
   assert sorted(X.n_pumps(l) for l in mixed) == [1, 2, 3]

@@ -11,7 +11,7 @@ EXPERIMENTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "experiments")
 MAX_LINES = 80
 LONG_NOT_YET_SPLIT = frozenset({
-    "ballast_hydro.py", "purejaxrl_style_ppo.py",
+    "purejaxrl_style_ppo.py",
 })
 
 

@@ -1,5 +1,5 @@
 """The BallastHydro diagnosis head (agents/ballast_hydro.py), the reference diagnoser on a hydro
-observation and the F1 statistics of experiments/ballast_hydro.py (the agents' layering is
+observation and the F1 statistics of envs/ballast/hydro_stats.py (the agents' layering is
 tests/core/test_core_layering.py)."""
 
 import jax
@@ -84,7 +84,7 @@ def test_diagnosis_loss_is_the_masked_bce_and_trains_the_gru_not_the_policy():
 
 
 def test_f1_ci_is_the_micro_f1_and_a_paired_difference():
-  from experiments import ballast_hydro as X
+  from jaxrl_suite.envs.ballast import hydro_stats as X
   tp = np.array([[2, 0, 1], [1, 1, 0]])
   fp = np.array([[0, 1, 0], [1, 0, 0]])
   fn = np.array([[1, 0, 0], [0, 0, 1]])
@@ -95,11 +95,11 @@ def test_f1_ci_is_the_micro_f1_and_a_paired_difference():
 
 
 def test_per_seed_f1_pools_episodes_and_is_nan_without_positives():
-  from experiments import ballast_hydro as X
+  from jaxrl_suite.envs.ballast import hydro_stats as X
   tp = np.array([[2, 0, 1], [0, 0, 0]])
   fp = np.array([[0, 1, 0], [0, 0, 0]])
   fn = np.array([[1, 0, 0], [0, 0, 0]])
-  f = X._f1(tp, fp, fn)
+  f = X.per_seed_f1(tp, fp, fn)
   assert f[0] == 2 * 3 / (2 * 3 + 1 + 1) and np.isnan(f[1])
 
 

@@ -1,0 +1,69 @@
+"""Which generated layouts the BallastHydro-v0 study trains and scores on.
+
+  n_pumps(lay) -> int                                    pump nodes of a layout dict
+  pick_layouts(seed0, n, max_routes, pumps=()) -> [lay]  the first n usable layouts from seed0
+  plannable(lay, heel_init_max=1.0, n=500, min_rate=0.08) -> bool
+
+A layout is usable when its route library fits `max_routes`, it has at least 3 blockable pipes
+(the clog prior places up to 3 blockages) and its plans start within half the heel limit often
+enough (`plannable`). Layouts are dicts as generator.generate_layout returns them, named
+"gen{seed}"; the scan is deterministic in seed0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from jaxrl_suite.envs.ballast import episodes as EP
+from jaxrl_suite.envs.ballast.generator import generate_layout
+from jaxrl_suite.envs.ballast.routes import build_routes, enumerate_routes
+
+
+def n_pumps(lay) -> int:
+  """Number of pump nodes in a layout dict."""
+  return sum(1 for nd in lay["nodes"] if nd.get("type") == "pump")
+
+
+def pick_layouts(seed0: int, n: int, max_routes: int, pumps=()) -> list[dict[str, Any]]:
+  """The first n generated layouts from seed0 on that are usable (module docstring). With
+  `pumps` (n pump counts, a multiset), a layout is taken only while its pump count is still
+  wanted: the family's pump mix is then fixed instead of drawn (the default family's training
+  layouts have 1 pump in 5 of 6, its held-out and shipped layouts 2-3). Raises ValueError when
+  200 n seeds do not give n layouts."""
+  want = list(pumps)
+  if want and len(want) != n:
+    raise ValueError(f"pumps={tuple(pumps)} must name one pump count per layout (n={n})")
+  out, s = [], seed0
+  while len(out) < n:
+    lay = generate_layout(s, name=f"gen{s}")
+    if want and n_pumps(lay) not in want:
+      s += 1
+      if s - seed0 > 200 * n:
+        raise ValueError(f"too few generated layouts with pump counts {tuple(pumps)}")
+      continue
+    if (len(enumerate_routes(lay)) <= max_routes and
+        int((build_routes(lay, "auto")["block_w"] > 0).sum()) >= 3 and plannable(lay)):
+      out.append(lay)
+      if want:
+        want.remove(n_pumps(lay))
+    s += 1
+    if s - seed0 > 200 * n:
+      raise ValueError(f"config.max_routes={max_routes}: too few generated layouts fit")
+  return out
+
+
+def plannable(lay, heel_init_max: float = 1.0, n: int = 500, min_rate: float = 0.08) -> bool:
+  """Whether >= min_rate of n single plan draws start within heel_init_max: make_bank draws
+  thousands of plans with 200 tries each, which a layout at 3% per try fails now and then."""
+  g = build_routes(lay, "auto")
+  rng = np.random.default_rng(0)
+  ok = 0
+  for _ in range(n):
+    try:
+      EP.draw_plan(rng, g, lay["hydrostatics"], heel_init_max, tries=1)
+      ok += 1
+    except ValueError:
+      pass
+  return ok >= min_rate * n

@@ -1,0 +1,91 @@
+"""The RL stage of the BallastHydro-v0 study: every variant on S vmapped seeds, budget sweep.
+
+  validation_sweep(c, ev, vals, val_keys, resid, max_steps, dt_h) -> fn(params [S], n_ep)
+  train_variant(c, trainer, train_tabs, sweep_fn, name, key, log, budgets=None)
+      -> (params [S], sweep, curve)
+  train_variants(c, banks, ev, val_keys, key, log, timings) -> (params, sweeps, curves)
+
+A variant cycles through the training layouts `c.chunk_updates` PPO updates at a time (one
+algos/ballast.make_trainer program for every layout and variant, lr constant); at every budget
+checkpoint its greedy policy plays the validation layouts' episodes (never the held-out
+evaluation layouts): c.sweep_episodes per layout, c.sweep_episodes_last at its last two
+checkpoints (the flattening test's pair). rl_gru_resid (the replanner-residual ablation) stops
+at c.resid_max_updates. A sweep is [{"updates", "steps_eff" | "success" | "violated" [S, L, n]}],
+a curve [{metric: [S] chunk means}] per chunk.
+"""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_suite.agents import ballast_hydro as A
+from jaxrl_suite.algos import ballast as AB
+from jaxrl_suite.envs.ballast.hydro_scoring import episode_metrics
+
+SWEEP_METRICS = ("steps_eff", "success", "violated")
+CURVE_METRICS = ("episode_length", "success_rate", "violated_rate", "episode_return", "entropy",
+                 "approx_kl", "aux_loss")
+
+
+def validation_sweep(c, ev, vals, val_keys, resid: bool, max_steps: int, dt_h: float):
+  """fn(params [S], n_ep) -> {metric: [S, L, n]}: greedy validation metrics on the first n =
+  min(n_ep, c.sweep_episodes_last) episodes of each validation layout's bank (vals {name:
+  params}, val_keys {name: keys}); the same episodes at every checkpoint, so differences are
+  paired."""
+  def fn(params, n_ep):
+    n_sw = min(n_ep, c.sweep_episodes_last)
+    outs = []
+    for n, p in vals.items():
+      tables = A.make_tables(p, resid, ev.api)
+      out = ev.rl(p, (params, tables), jnp.arange(n_sw), val_keys[n][:n_sw])
+      outs.append(episode_metrics(jax.device_get(out), max_steps, dt_h))
+    return {k: np.stack([o[k] for o in outs], 1) for k in SWEEP_METRICS}
+  return fn
+
+
+def train_variant(c, trainer, train_tabs, sweep_fn, name: str, key, log, budgets=None):
+  """Trains one variant (trainer = (init, chunk) of make_trainer) across the training layouts'
+  tables up to the last of `budgets` (default c.budget_updates); chunk i uses the seeds' keys
+  folded with i. Returns (final params [S], sweep, training curve)."""
+  init, chunk = trainer
+  keys = jax.random.split(key, c.n_seeds)
+  state = init(keys, train_tabs[0])
+  sweep, curve, done, i = [], [], 0, 0
+  budgets = list(budgets or c.budget_updates)
+  for bi, b in enumerate(budgets):
+    while done < b:
+      tabs = train_tabs[i % len(train_tabs)]
+      keys = jax.vmap(lambda k: jax.random.fold_in(k, i))(keys)
+      state, m = chunk(state, tabs, keys)
+      curve.append({k: np.asarray(v).mean(-1).tolist() for k, v in m.items()
+                    if k in CURVE_METRICS})
+      done += c.chunk_updates
+      i += 1
+    # the last two checkpoints (the last doubling, the flattening test) on more episodes
+    n_ep = c.sweep_episodes_last if bi >= len(budgets) - 2 else c.sweep_episodes
+    sweep.append({"updates": b, **sweep_fn(state.params, n_ep)})
+    log(f"{name}: {b} updates, held-out steps_eff "
+        f"{np.mean(sweep[-1]['steps_eff']):.2f} success {np.mean(sweep[-1]['success']):.3f}")
+  return state.params, sweep, curve
+
+
+def train_variants(c, banks, ev, val_keys, key, log, timings):
+  """Every variant of c.variants (variant vi with key fold_in(key, 100 + vi)); wall seconds
+  go to timings["train_{variant}_s"]. Returns ({variant: params [S]}, {variant: sweep},
+  {variant: curve})."""
+  trainer = AB.make_trainer(c, banks.env, int(c.budget_updates[-1]), int(c.chunk_updates))
+  rl_params, sweeps, curves = {}, {}, {}
+  for vi, var in enumerate(c.variants):
+    resid = var == "rl_gru_resid"
+    tabs = [A.make_tables(p, resid, ev.api) for _, p, _ in banks.train]
+    budgets = [b for b in c.budget_updates if not resid or b <= c.resid_max_updates]
+    sweep_fn = validation_sweep(c, ev, banks.vals, val_keys, resid, banks.max_steps, banks.dt_h)
+    t = time.time()
+    rl_params[var], sweeps[var], curves[var] = train_variant(
+        c, trainer, tabs, sweep_fn, var, jax.random.fold_in(key, 100 + vi), log, budgets)
+    timings[f"train_{var}_s"] = time.time() - t
+  return rl_params, sweeps, curves
