@@ -11,8 +11,8 @@
 3. RL (agents/ballast_hydro.py, the one PPO learner): `n_seeds` vmapped seeds per variant,
    without the replanner residual (rl_gru) and with it (rl_gru_resid, the ablation), cycling
    through the training layouts `chunk_updates` PPO updates at a time, lr constant; at every
-   `budget_updates` checkpoint the greedy policy is scored on `sweep_episodes` held-out
-   episodes per held-out layout (`sweep_episodes_last` at a variant's last two checkpoints,
+   `budget_updates` checkpoint the greedy policy is scored on `sweep_episodes` validation
+   episodes per validation layout (`sweep_episodes_last` at a variant's last two checkpoints,
    whose paired difference is the flattening test) (the budget sweep; rl_gru_resid stops at `resid_max_updates`).
    The agent's diagnosis head is trained by the learner's auxiliary loss on the true clog mask
    (weight `ppo.aux_coef`).
@@ -140,8 +140,8 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
 def _payload(c, lays, sizes, banks, scores, comp_sel, sweeps, curves, timings) -> dict:
   """The record's payload (table, comparisons and diagnosis_f1 are filled in by run), in the
   record's key order."""
-  n_held = len(lays["held_out"])
-  sweep = {v: [{"updates": s["updates"], "episodes": int(np.shape(s["steps_eff"])[-1] * n_held),
+  n_val = len(banks.vals)      # the sweep is scored on the validation layouts ([S, L, n])
+  sweep = {v: [{"updates": s["updates"], "episodes": int(np.shape(s["steps_eff"])[-1] * n_val),
                 **{k: float(np.mean(s[k])) for k in ("steps_eff", "success", "violated")}}
                for s in sw] for v, sw in sweeps.items()}
   return {

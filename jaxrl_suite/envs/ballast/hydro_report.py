@@ -67,14 +67,14 @@ def _regime_lines(table) -> list[str]:
 
 
 def _sweep_lines(c, payload) -> list[str]:
-  lines = ["## Budget sweep (held-out layouts, greedy policy)", "",
+  lines = ["## Budget sweep (validation layouts, greedy policy)", "",
            "| variant | updates | episodes | steps_eff | success | heel limit crossed |",
            "|---|---|---|---|---|---|"]
   for var, sw in payload["sweep"].items():
     for s in sw:
       lines.append(f"| {var} | {s['updates']} | {s.get('episodes', '-')} | "
                    f"{s['steps_eff']:.2f} | {s['success']:.3f} | {s['violated']:.3f} |")
-  lines += ["", "Change per doubling (held-out steps_eff, 95% CI over seeds x episodes, on the "
+  lines += ["", "Change per doubling (validation steps_eff, 95% CI over seeds x episodes, on the "
             "episodes both checkpoints scored):", ""]
   for var, f in payload["flattening"].items():
     for s in f["steps"]:
@@ -142,7 +142,7 @@ def _sweep_axis(ax, sweeps, c) -> None:
                          marker="o", label=var)
   ax.set_xscale("log", base=2)
   ax.set_xlabel("PPO updates")
-  ax.set_ylabel("held-out decision steps")
+  ax.set_ylabel("validation decision steps")
   ax.set_title("budget sweep")
   ax.legend(fontsize=7)
 

@@ -68,7 +68,7 @@ def train_variant(c, trainer, train_tabs, sweep_fn, name: str, key, log, budgets
     # the last two checkpoints (the last doubling, the flattening test) on more episodes
     n_ep = c.sweep_episodes_last if bi >= len(budgets) - 2 else c.sweep_episodes
     sweep.append({"updates": b, **sweep_fn(state.params, n_ep)})
-    log(f"{name}: {b} updates, held-out steps_eff "
+    log(f"{name}: {b} updates, validation steps_eff "
         f"{np.mean(sweep[-1]['steps_eff']):.2f} success {np.mean(sweep[-1]['success']):.3f}")
   return state.params, sweep, curve
 
