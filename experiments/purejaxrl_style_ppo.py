@@ -51,6 +51,35 @@ class _Step(NamedTuple):
   episode_return: jax.Array
 
 
+def _log_prob(logits, action):
+  return jnp.take_along_axis(jax.nn.log_softmax(logits), action[:, None], -1)[:, 0]
+
+
+def _gae(traj: _Step, last_value, gamma: float, lam: float):
+  """Advantages [T, E] by the reverse GAE scan (purejaxrl's, no truncation bootstrap)."""
+  def gae_step(carry, t):
+    adv, next_value = carry
+    delta = t.reward + gamma * next_value * (1 - t.done) - t.value
+    adv = delta + gamma * lam * (1 - t.done) * adv
+    return (adv, t.value), adv
+
+  _, advantages = jax.lax.scan(gae_step, (jnp.zeros_like(last_value), last_value), traj,
+                               reverse=True, unroll=16)
+  return advantages
+
+
+def _loss(p, net, t: _Step, adv, tgt, clip_eps, vf_coef, ent_coef):
+  """purejaxrl's PPO loss on one minibatch: clipped surrogate, clipped value, entropy."""
+  logits, v = net.apply(p, t.obs)
+  ratio = jnp.exp(_log_prob(logits, t.action) - t.log_prob)
+  a = (adv - adv.mean()) / (adv.std() + 1e-8)
+  pg = -jnp.minimum(ratio * a, jnp.clip(ratio, 1 - clip_eps, 1 + clip_eps) * a).mean()
+  v_clip = t.value + (v - t.value).clip(-clip_eps, clip_eps)
+  vf = 0.5 * jnp.maximum((v - tgt) ** 2, (v_clip - tgt) ** 2).mean()
+  ent = -(jax.nn.softmax(logits) * jax.nn.log_softmax(logits)).sum(-1).mean()
+  return pg + vf_coef * vf - ent_coef * ent
+
+
 def make_train(num_envs=4, num_steps=128, total_timesteps=500_000, update_epochs=4,
                num_minibatches=4, lr=2.5e-4, gamma=0.99, lam=0.95, clip_eps=0.2,
                vf_coef=0.5, ent_coef=0.01, max_grad_norm=0.5, env_name="CartPole-v1"):
@@ -63,9 +92,6 @@ def make_train(num_envs=4, num_steps=128, total_timesteps=500_000, update_epochs
 
   def schedule(count):
     return lr * (1.0 - (count // (num_minibatches * update_epochs)) / num_updates)
-
-  def log_prob_of(logits, action):
-    return jnp.take_along_axis(jax.nn.log_softmax(logits), action[:, None], -1)[:, 0]
 
   def train(key):
     key, k_net, k_env = jax.random.split(key, 3)
@@ -85,21 +111,14 @@ def make_train(num_envs=4, num_steps=128, total_timesteps=500_000, update_epochs
             env.step, in_axes=(0, 0, 0, None))(jax.random.split(k_step, num_envs), env_state,
                                                action, params)
         return (ts, env_state, obs2, key), _Step(term | trunc, action, value, reward,
-                                                 log_prob_of(logits, action), obs,
+                                                 _log_prob(logits, action), obs,
                                                  info["returned_episode_returns"])
 
       runner, traj = jax.lax.scan(env_step, runner, None, num_steps)
       ts, env_state, obs, key = runner
       _, last_value = net.apply(ts.params, obs)
 
-      def gae_step(carry, t):
-        adv, next_value = carry
-        delta = t.reward + gamma * next_value * (1 - t.done) - t.value
-        adv = delta + gamma * lam * (1 - t.done) * adv
-        return (adv, t.value), adv
-
-      _, advantages = jax.lax.scan(gae_step, (jnp.zeros_like(last_value), last_value), traj,
-                                   reverse=True, unroll=16)
+      advantages = _gae(traj, last_value, gamma, lam)
       targets = advantages + traj.value
 
       def epoch(carry, _):
@@ -108,17 +127,8 @@ def make_train(num_envs=4, num_steps=128, total_timesteps=500_000, update_epochs
         def minibatch(ts, mb):
           t, adv, tgt = mb
 
-          def loss(p):
-            logits, v = net.apply(p, t.obs)
-            ratio = jnp.exp(log_prob_of(logits, t.action) - t.log_prob)
-            a = (adv - adv.mean()) / (adv.std() + 1e-8)
-            pg = -jnp.minimum(ratio * a, jnp.clip(ratio, 1 - clip_eps, 1 + clip_eps) * a).mean()
-            v_clip = t.value + (v - t.value).clip(-clip_eps, clip_eps)
-            vf = 0.5 * jnp.maximum((v - tgt) ** 2, (v_clip - tgt) ** 2).mean()
-            ent = -(jax.nn.softmax(logits) * jax.nn.log_softmax(logits)).sum(-1).mean()
-            return pg + vf_coef * vf - ent_coef * ent
-
-          return ts.apply_gradients(grads=jax.grad(loss)(ts.params)), None
+          grads = jax.grad(_loss)(ts.params, net, t, adv, tgt, clip_eps, vf_coef, ent_coef)
+          return ts.apply_gradients(grads=grads), None
 
         key, k_perm = jax.random.split(key)
         perm = jax.random.permutation(k_perm, batch)

@@ -1,6 +1,5 @@
 """House rule for experiments/ (issue 34: scripts thin over the library): no function over 80
-lines. LONG_NOT_YET_SPLIT lists the scripts that still have one today; the list shrinks as they
-are split and cannot go stale: each listed file must exist and still hold a long function."""
+lines, in every script (the allow-list of scripts not yet split is gone: all are split)."""
 
 import ast
 import os
@@ -10,9 +9,6 @@ import pytest
 EXPERIMENTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "experiments")
 MAX_LINES = 80
-LONG_NOT_YET_SPLIT = frozenset({
-    "purejaxrl_style_ppo.py",
-})
 
 
 def long_functions(path: str) -> list[tuple[str, int]]:
@@ -34,14 +30,7 @@ def test_detector_finds_a_long_function(tmp_path):
   assert long_functions(str(p)) == [("f", MAX_LINES + 1)]
 
 
-@pytest.mark.parametrize("name", [f for f in _scripts() if f not in LONG_NOT_YET_SPLIT])
+@pytest.mark.parametrize("name", _scripts())
 def test_no_function_over_80_lines(name):
   long = long_functions(os.path.join(EXPERIMENTS, name))
   assert not long, f"experiments/{name}: functions over {MAX_LINES} lines: {long}"
-
-
-@pytest.mark.parametrize("name", sorted(LONG_NOT_YET_SPLIT))
-def test_allow_list_is_not_stale(name):
-  path = os.path.join(EXPERIMENTS, name)
-  assert os.path.exists(path), f"{name} no longer exists: drop it from LONG_NOT_YET_SPLIT"
-  assert long_functions(path), f"{name} has no long function any more: drop it"
