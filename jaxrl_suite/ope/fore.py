@@ -292,9 +292,13 @@ def conditioning_thresholds(dtype, rel_sigma_floor: float = DEFAULT_REL_SIGMA_FL
   return 1.0 / np.sqrt(eps), min(1.0 / (100.0 * eps), 1.0 / rel_sigma_floor)
 
 
+# An estimate is identified when sigma_min(A_n) is more than this many standard errors from 0.
+IDENTIFIED_T = 2.0
+
+
 def check_conditioning(result, dtype=None, on_ill_conditioned: str = "raise",
                        rel_sigma_floor: float = DEFAULT_REL_SIGMA_FLOOR,
-                       min_ident_t: float = 2.0) -> np.ndarray:
+                       min_ident_t: float = IDENTIFIED_T) -> np.ndarray:
   """Flags unidentified estimates. Works on single or batched results.
 
   Two checks:

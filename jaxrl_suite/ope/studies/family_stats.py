@@ -28,7 +28,7 @@ from jaxrl_suite.ope import mdps as M
 from jaxrl_suite.ope.studies.kernels import cell_counts, usable
 from jaxrl_suite.ope.studies.summaries import binom_ci, nanmean
 
-IDENTIFIED_T = 2.0  # ident_t >= this: sigma_min(A_n) is more than 2 SE from 0
+IDENTIFIED_T = F.IDENTIFIED_T   # ident_t >= this: identified (fore.check_conditioning)
 
 
 def _unseen_target_mass(p, ex, counts, seeds) -> np.ndarray:

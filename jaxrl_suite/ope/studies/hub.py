@@ -30,7 +30,7 @@ from jaxrl_suite.ope.studies.kernels import cell_counts, usable
 from jaxrl_suite.ope.studies.summaries import binom_ci
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile (the Wald interval of the table)
-IDENTIFIED_T = 2.0       # ident_t >= this: sigma_min(A_n) is more than 2 SE from 0
+IDENTIFIED_T = F.IDENTIFIED_T   # ident_t >= this: identified (fore.check_conditioning)
 
 
 def population() -> dict:

@@ -8,17 +8,14 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats as sps
 
 from jaxrl_suite.core.stats import mean_ci as _mean_ci
+from jaxrl_suite.ope import coverage
 
 
 def binom_ci(k, n) -> tuple[float, float]:
   """Wilson 95% interval of k successes in n trials; (nan, nan) when n == 0."""
-  if n == 0:
-    return (np.nan, np.nan)
-  lo, hi = sps.binomtest(int(k), int(n)).proportion_ci(0.95, method="wilson")
-  return float(lo), float(hi)
+  return coverage.wilson(int(k), int(n))
 
 
 def mean_ci(x) -> list[float]:
