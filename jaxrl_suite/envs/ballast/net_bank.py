@@ -30,15 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_suite.envs.ballast.env import BallastNet, EnvParams, NetBank
-
-REGIMES = ("none", "1 blocked", ">=2 blocked", "partial only")
-
-
-def regime_of(clog: np.ndarray) -> np.ndarray:
-  """Regime index per episode (REGIMES order) from clog[N, E] (as episodes.regime_of)."""
-  nb = (clog <= 0).sum(-1)
-  npart = ((clog > 0) & (clog < 1)).sum(-1)
-  return np.where(nb >= 2, 2, np.where(nb == 1, 1, np.where(npart > 0, 3, 0)))
+# One regime definition for both envs' banks (re-exported: callers read net_bank.regime_of).
+from jaxrl_suite.envs.ballast.episodes import REGIMES, regime_of  # noqa: F401
 
 
 def quotas(n: int, p: np.ndarray) -> np.ndarray:
