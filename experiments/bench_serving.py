@@ -234,10 +234,11 @@ def bench_vidur(requests: int, vidur_python: str, reps: int, copies: int) -> dic
   `copies` envs in one vmapped program, and of Vidur 0.0.26's simulation (its forests are
   trained once before timing: setup CPU reported apart). Best of `reps` per side."""
   from experiments import validate_vidur as vv  # pylint: disable=import-outside-toplevel
+  from jaxrl_suite.envs.serving import vidur_compare  # pylint: disable=import-outside-toplevel
   c = vv.get_config(False, requests=requests, vidur_python=vidur_python)
   c.vidur_python = vidur_python
   with jax.enable_x64(True):
-    run, p = vv._rollout_fn(c, "profiled", no_overhead=True)  # pylint: disable=protected-access
+    run, p = vidur_compare.rollout_fn(c, "profiled", no_overhead=True)
     key = jax.random.PRNGKey(c.seed)
     many = jax.jit(jax.vmap(run, in_axes=(None, 0)))
     keys = jax.random.split(key, copies)
@@ -247,7 +248,7 @@ def bench_vidur(requests: int, vidur_python: str, reps: int, copies: int) -> dic
     many_fn()
     done = int(jnp.sum(engine.results(st.eng).status == engine.DONE))
     best = {"one": np.inf, "vmap": np.inf, "vidur": np.inf}
-    r = vv.replay(c, "profiled", no_overhead=True)[0]
+    r = vidur_compare.engine_replay(c, "profiled", no_overhead=True)[0]
     import tempfile  # pylint: disable=import-outside-toplevel
     with tempfile.TemporaryDirectory(prefix="bench_vidur_") as work:
       cache = os.path.join(work, "cache")

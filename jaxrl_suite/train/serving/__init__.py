@@ -13,5 +13,7 @@ envs/serving/protocol.py and envs/serving/replay.py.
 `routing_stages`  the heuristic stage (capacity, tuning) and the RL stage, cached in the workdir.
 `routing_tables`  budget sweep tables, display ratios and gains, the record's payload.
 `routing_report`  the routing record's markdown.
+`batching_study`  the batching study: env per trace and mode, capacity, tuning, RL, tables.
+`batching_report` the batching record's markdown and figure.
 `figures`         learning-curve panels (both studies) and the routing figure.
 """
