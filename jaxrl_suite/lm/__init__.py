@@ -26,4 +26,12 @@
   token_ppo   token-level PPO with token / sequence / segment loss normalisation, critic warm-up
   behaviour_cloning  pretraining a policy on scripted multi-turn rollouts (a pretrained start)
   checkpoint  LM checkpoints that record the config and the tokenizer version
+  stapo_study the STAPO study's stages: warm start, detection, lr sweep, training until flat
+  stapo_report  the STAPO study's summary table, markdown, figure and record payload
+  compaction_study  the CompactionRL study's stages: warm starts, variant training, evaluation
+  compaction_report  the CompactionRL study's tables, figure and record payload
+  cure_study  the CuRe study's stages: captioner, rewards, held-out evaluator, GRPO per reward
+  cure_scorers  the CuRe study's learned scorers (training, quality on held-out labels)
+  cure_noise  the CuRe noisy-verifier check (one false claim appended; precision change)
+  cure_report  the CuRe study's statistics (fall from peak; no verdicts), markdown and figure
 """
