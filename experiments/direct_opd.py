@@ -70,13 +70,13 @@ _CONFIG_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 FLAGS = entry.define_flags(NAME, _CONFIG_PATH)
 cli.replace_flags(("pretrain_only", "small_dir", "small_rl_dir", "large_dir"))
 _PRETRAIN_ONLY = flags.DEFINE_bool("pretrain_only", False, "Only pretrain (fill the cache).")
-_SMALL_DIR = flags.DEFINE_string(
+flags.DEFINE_string(  # read by name: opd_folders.FOLDER_FLAGS
     "small_dir", None, "Folder mode: the small teacher's reference checkpoint (a Hugging Face "
     "folder: config.json, *.safetensors, tokenizer.json).")
-_SMALL_RL_DIR = flags.DEFINE_string(
+flags.DEFINE_string(
     "small_rl_dir", None, "Folder mode: the teacher's post-RL checkpoint (same architecture as "
     "--small_dir). Default: GRPO on --small_dir for config.grpo_steps.")
-_LARGE_DIR = flags.DEFINE_string(
+flags.DEFINE_string(
     "large_dir", None, "Folder mode: the checkpoint the delta is transferred to.")
 
 
