@@ -18,9 +18,22 @@ def get_config(arg=None):
   c = ml_collections.ConfigDict()
   c.quick = arg == "quick"
   c.seed = 0
-  c.n_seeds = 3                      # RL seeds (vmapped), CIs over seeds x paired episodes
-  # Layouts: generated layouts from these seed ranges whose route library fits max_routes
-  # (every layout is padded to the family's sizes, so one program trains and scores them all).
+  # RL seeds (vmapped), CIs over seeds x paired episodes; issue #37 asks >= 5 (3 seeds' noise was
+  # as large as one budget doubling's change).
+  c.n_seeds = 5
+  # Layouts: "family" draws them from the parameterised family (envs/ballast/family.py: ring
+  # mains with 0-3 crossovers, split mains, branch trees, 8-20 tanks, 1-3 pumps, pipe friction
+  # and diameter), training / validation / held-out from disjoint key streams of family_seed
+  # (hydro_layouts.family_layouts); "generator" is the earlier scan of generator.py seeds from
+  # train_seed0 / val_seed0 / heldout_seed0. Either way a layout is used only if its route
+  # library fits max_routes, it has >= 3 blockable pipes and its plans can start upright, and
+  # every layout is padded to the set's sizes, so one program trains and scores them all.
+  c.layout_source = "family"
+  c.family_seed = 0
+  c.family = ml_collections.ConfigDict(dict(
+      n_tanks=(8, 20), n_pumps=(1, 3), topologies=("ring", "direct", "branch"),
+      topology_p=(0.5, 0.25, 0.25), n_cross=(0, 3), friction_factor=(0.015, 0.03),
+      pipe_diameter_m=(0.25, 0.4)))
   c.train_seed0 = 1000
   c.n_train = 6
   # Pump counts of the training layouts (one per layout; () = as drawn). As drawn, 5 of the 6
@@ -83,6 +96,7 @@ def get_config(arg=None):
   c.n_boot = 2000
   if c.quick:
     c.n_seeds = 2
+    c.family.n_tanks = (8, 12)
     c.n_train = 2
     c.train_pumps = (2, 3)
     c.n_heldout = 1
@@ -107,6 +121,24 @@ def get_config(arg=None):
   return c
 
 
+def family_params(c):
+  """config.family (+ max_routes) as envs/ballast/family.FamilyParams; ValueError naming the
+  field when it is not a valid family."""
+  from jaxrl_suite.envs.ballast import family as F
+  f = c.family
+  conv = lambda v, kind: tuple(kind(x) if isinstance(x, (int, float)) else x for x in v)
+  try:
+    fp = F.FamilyParams(
+        n_tanks=conv(f.n_tanks, int), n_pumps=conv(f.n_pumps, int),
+        topologies=tuple(f.topologies), topology_p=conv(f.topology_p, float),
+        n_cross=conv(f.n_cross, int), friction_factor=conv(f.friction_factor, float),
+        pipe_diameter_m=conv(f.pipe_diameter_m, float), max_routes=int(c.max_routes))
+    F.validate_family(fp)
+  except (TypeError, ValueError) as e:
+    raise ValueError(str(e).replace("FamilyParams.", "config.family.")) from None
+  return fp
+
+
 def validate(c) -> None:
   """Raises ValueError naming the first bad field."""
   from configs import checks
@@ -118,6 +150,11 @@ def validate(c) -> None:
                        prefix="ppo")
   checks.positive_ints(c.agent, ("hidden", "gru", "slots"), prefix="agent")
   checks.subset_of(c, "variants", VARIANTS)
+  if c.layout_source not in ("family", "generator"):
+    raise ValueError(f"config.layout_source must be 'family' or 'generator', got "
+                     f"{c.layout_source!r}")
+  if c.layout_source == "family":
+    family_params(c)       # raises naming the bad config.family field
   tp = tuple(c.train_pumps)
   if tp and (len(tp) != c.n_train or any(not isinstance(x, int) or not 1 <= x <= 3 for x in tp)):
     raise ValueError(f"config.train_pumps must be () or n_train={c.n_train} pump counts in "
@@ -173,14 +210,15 @@ _GROUPS = {"held_out": "held-out generated layouts (never trained on)",
            "shipped": "the shipped layouts ring14 / direct10 (never trained on)"}
 _COMP = {"heel_aware": ("the heel-aware replanner", "the better of heel_replan with one command "
                         "and with a command per pump by mean steps_eff on the training layouts' "
-                        "banks (training data; never the evaluation episodes)"),
+                        "bank episodes with >= 1 blocked pipe (training data, the headline's "
+                        "regime; never the evaluation episodes)"),
          "replan": ("the plain replanner (B-replan, heel ignored)", "none (a fixed rule)")}
 
 
-def _steps(group: str, base: str) -> dict:
-  who, sel = _COMP[base]
+def _steps(group: str) -> dict:
+  who, sel = _COMP["heel_aware"]
   return dict(
-      id=f"ballast_hydro.rl_vs_{base}_32_{group}.v1",
+      id=f"ballast_hydro.rl_vs_heel_aware_32_{group}.v1",
       text=f"RL needs 32% fewer decision steps than Dijkstra when pipes are blocked (vs {who}, "
            f"{_GROUPS[group]})",
       paper="'beats Dijkstra by 32% on decision steps when pipes get blocked' (blog claim)",
@@ -190,8 +228,27 @@ def _steps(group: str, base: str) -> dict:
       unit="seed x episode", kind="superiority", better="lower", scale="log_ratio", size=0.68,
       fair_chance=True, flat_delta=FLAT_DELTA,
       why=f"size 0.68: the blog's '32% fewer decision steps' as a ratio of means; {_FLAT_WHY}",
-      selection=f"comparator: {sel}; RL: greedy policy at the last budget (no checkpoint "
-                "chosen)")
+      selection=f"comparator: {sel}; RL: its action mode (greedy / sampled) by mean steps_eff "
+                "on the training layouts' blocked episodes, the last budget's policy (no "
+                "checkpoint chosen)")
+
+
+def _vs_heel_blind(group: str) -> dict:
+  # v1 of this id was a superiority claim against the heel-blind replanner, which crosses the
+  # heel limit in most episodes (a strawman, issue #37): v2 reports the ratio without a verdict.
+  return dict(
+      id=f"ballast_hydro.rl_vs_replan_{group}.v2",
+      text=f"RL's decision steps relative to the heel-blind replanner (B-replan, which ignores "
+           f"the heel limit) when pipes are blocked ({_GROUPS[group]})",
+      paper="context for the blog's '32% fewer decision steps than Dijkstra'",
+      statistic="per RL seed, mean steps_eff of rl_gru / mean steps_eff of B-replan on the "
+                "episodes with >= 1 blocked pipe, pooled over the group's layouts, as a "
+                "log-ratio",
+      unit="seed x episode", kind="descriptive", better="lower", scale="log_ratio",
+      why="descriptive: B-replan ignores stability and fails most blocked episodes at the heel "
+          "limit, so beating it says nothing about routing; the heel-aware replanner is the "
+          "comparator of the 32% claim",
+      selection=_COMP["replan"][1])
 
 
 def _violations(group: str) -> dict:
@@ -210,24 +267,38 @@ def _violations(group: str) -> dict:
       selection=_COMP["heel_aware"][1])
 
 
-def _diagnosis(group: str) -> dict:
-  return dict(
-      id=f"ballast_hydro.diagnosis_noninferior_{group}.v1",
-      text=f"RL diagnoses clogs without flow sensors: the head is no worse than the reference "
-           f"consistency diagnoser on the same final observations ({_GROUPS[group]}, >= 1 "
-           "blocked)",
+def _diagnosis(group: str, form: str) -> dict:
+  # Both forms are registered before the run (issue #37: the v1 study switched to
+  # non-inferiority after an inconclusive run): "noninferior" (within diag_margin F1 of the
+  # reference) and "superior" (better than the reference).
+  common = dict(
       paper="'diagnoses clogs with no extra flow sensors' (blog claim); issue #21",
       statistic="per RL seed, micro F1 of rl_gru's head minus the reference's F1 on the edges "
                 "each episode exercised, pooled over the group's layouts and episodes",
-      unit="seed", kind="non_inferiority", better="higher", margin=0.05,
-      fair_chance=True, flat_delta=FLAT_DELTA,
-      why=f"margin 0.05 F1 (config.diag_margin): the head within 0.05 F1 of the level-only "
-          f"reference diagnoses as well as soundings allow; {_FLAT_WHY}",
-      selection="none: the reference runs on the head's own final observations")
+      unit="seed", better="higher", fair_chance=True, flat_delta=FLAT_DELTA,
+      selection="RL's action mode (training episodes); the reference runs on the head's own "
+                "final observations")
+  if form == "noninferior":
+    return dict(
+        id=f"ballast_hydro.diagnosis_noninferior_{group}.v1",
+        text=f"RL diagnoses clogs without flow sensors: the head is no worse than the "
+             f"reference consistency diagnoser on the same final observations "
+             f"({_GROUPS[group]}, >= 1 blocked)",
+        kind="non_inferiority", margin=0.05,
+        why=f"margin 0.05 F1 (config.diag_margin): the head within 0.05 F1 of the level-only "
+            f"reference diagnoses as well as soundings allow; {_FLAT_WHY}", **common)
+  return dict(
+      id=f"ballast_hydro.diagnosis_superior_{group}.v1",
+      text=f"RL's head diagnoses clogs better than the reference consistency diagnoser on the "
+           f"same final observations ({_GROUPS[group]}, >= 1 blocked)",
+      kind="superiority", min_effect=0.02,
+      why=f"min_effect 0.02 F1: a smaller F1 gain changes no repair decision on ~40 pipes; "
+          f"{_FLAT_WHY}", **common)
 
 
 CLAIMS = tuple(f(g) for g in ("held_out", "shipped") for f in (
-    lambda g: _steps(g, "heel_aware"), lambda g: _steps(g, "replan"), _violations, _diagnosis))
+    _steps, _vs_heel_blind, _violations, lambda g: _diagnosis(g, "noninferior"),
+    lambda g: _diagnosis(g, "superior")))
 
 
 def claims() -> list[dict]:

@@ -2,9 +2,12 @@
 
   python -m experiments.ballast_hydro [--quick] [--config.x=...]
 
-1. Layouts: generated layouts (generator.py) from two disjoint seed ranges, the first
-   `n_train` / `n_heldout` whose route library fits `max_routes`: the training family and the
-   held-out family (never trained on); plus the shipped layouts. All are padded to the family's
+1. Layouts: members of the parameterised layout family (family.py: ring mains with
+   crossovers, split mains, branch trees; tank and pump counts; pipe resistances), drawn from
+   three disjoint key streams (hydro_layouts.family_layouts): `n_train` training, `n_val`
+   validation (the budget sweep) and `n_heldout` held-out layouts (never trained on or chosen
+   on), each usable (route library within `max_routes`, >= 3 blockable pipes, plans can start
+   upright); plus the shipped layouts (`layout_source="generator"`: the earlier seed scan). All are padded to the family's
    sizes (routes.layout_sizes), so one compiled program trains and scores every layout.
 2. Episode banks (episodes.make_bank: per-layout clog prior, every episode oracle-finishable):
    `train_bank` per training layout (seed 0), `eval_episodes` per evaluation layout (seed 1).
@@ -17,9 +20,12 @@
    The agent's diagnosis head is trained by the learner's auxiliary loss on the true clog mask
    (weight `ppo.aux_coef`).
 4. Final scoring on every evaluation bank with paired (bank index, key): oracle (true clogs),
-   plain replanner (today's B-replan, heel ignored), heel-aware replanner with one command and
-   with a command per pump (the better of the two per layout, by mean decision steps, is the
-   comparator: a baseline is never tuned down), and the final RL policies (greedy, every seed).
+   plain replanner (today's B-replan, heel ignored; a descriptive row), heel-aware replanner
+   with one command and with a command per pump (the better of the two, by mean decision steps, is the
+   comparator: a baseline is never tuned down), and the final RL policies (every seed, in the
+   action mode, greedy or sampled, with fewer steps on the same training episodes). Both
+   choices are made on the training layouts' episodes with >= 1 blocked pipe, the headline's
+   regime.
 
 Decision steps: an episode that fails (heel limit crossed, or plan not done in the step limit)
 counts at the step limit (`steps_eff`); raw steps are reported too. CIs: percentile bootstrap
@@ -53,13 +59,13 @@ from jaxrl_suite.core import results
 from jaxrl_suite.core.host import host_info
 from jaxrl_suite.envs.ballast import hydro_report, hydro_stats, hydro_tables, load_layout
 from jaxrl_suite.envs.ballast.hydro_banks import build_banks, episode_keys
-from jaxrl_suite.envs.ballast.hydro_layouts import pick_layouts
+from jaxrl_suite.envs.ballast.hydro_layouts import family_layouts, pick_layouts
 from jaxrl_suite.envs.ballast.hydro_scoring import heel_aware_means
 from jaxrl_suite.envs.ballast.routes import layout_sizes
 from jaxrl_suite.repro import Claim, claim_record, selection
 from jaxrl_suite.train.ballast_hydro.evaluators import make_evaluators
 from jaxrl_suite.train.ballast_hydro.rl_stage import train_variants
-from jaxrl_suite.train.ballast_hydro.scoring import score_all
+from jaxrl_suite.train.ballast_hydro.scoring import mode_scores, score_all
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 cli.replace_flags(("config", "quick", "workdir"))
@@ -77,7 +83,16 @@ def _config():
 
 
 def _layouts(c) -> dict[str, list]:
-  """Step 1: {"train" | "held_out" | "val" | "shipped": [layout dict]} from disjoint seeds."""
+  """Step 1: {"train" | "held_out" | "val" | "shipped": [layout dict]}: family members from
+  disjoint key streams (config.layout_source "family") or generated layouts from disjoint seed
+  ranges ("generator")."""
+  import configs.ballast_hydro as cfg_mod  # pylint: disable=g-import-not-at-top
+  if c.layout_source == "family":
+    fp = cfg_mod.family_params(c)
+    fam = lambda group, n, pumps=(): family_layouts(c.family_seed, group, n, fp, pumps)
+    return {"train": fam("train", c.n_train, tuple(c.train_pumps)),
+            "held_out": fam("held_out", c.n_heldout), "val": fam("val", c.n_val),
+            "shipped": [load_layout(n) for n in c.shipped]}
   return {"train": pick_layouts(c.train_seed0, c.n_train, c.max_routes, tuple(c.train_pumps)),
           "held_out": pick_layouts(c.heldout_seed0, c.n_heldout, c.max_routes),
           "val": pick_layouts(c.val_seed0, c.n_val, c.max_routes),
@@ -86,13 +101,26 @@ def _layouts(c) -> dict[str, list]:
 
 def _pick_heel_aware(c, banks, ev) -> selection.Selection:
   """The heel-aware comparator: heel_replan with one command or with a command per pump,
-  whichever has fewer mean steps_eff on the training layouts' banks (training data only; the
-  choice is then fixed for every evaluation layout)."""
+  whichever has fewer mean steps_eff on the training layouts' bank episodes with >= 1 blocked
+  pipe, the headline's regime (training data only; the choice is then fixed for every
+  evaluation layout)."""
   means = heel_aware_means(ev.base, [p for _, p, _ in banks.train],
-                           jax.random.PRNGKey(c.seed + 99), banks.max_steps)
+                           jax.random.PRNGKey(c.seed + 99), banks.max_steps, min_blocked=1)
   return selection.pick_best("heel-aware comparator", means, better="lower",
                              data=f"training layouts' banks ({c.n_train} x {c.train_bank} "
-                                  "episodes)")
+                                  "episodes), those with >= 1 blocked pipe")
+
+
+def _pick_modes(c, banks, ev, rl_params) -> dict[str, selection.Selection]:
+  """{variant: RL's action mode (greedy or sampled)}, the one with fewer mean steps_eff per
+  seed on the training layouts' bank episodes with >= 1 blocked pipe (training data only)."""
+  scores = mode_scores(ev, banks.train, rl_params, c.variants,
+                       jax.random.PRNGKey(c.seed + 98), banks.max_steps)
+  return {v: selection.pick_best(f"{v} action mode", s, better="lower",
+                                 data=f"training layouts' banks ({c.n_train} x {c.train_bank} "
+                                      "episodes), those with >= 1 blocked pipe; per-seed mean "
+                                      "steps_eff")
+          for v, s in scores.items()}
 
 
 def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
@@ -119,17 +147,21 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
   # ---- the heel-aware comparator, chosen on the training layouts' banks (training data)
   t = time.time()
   comp_sel = _pick_heel_aware(c, banks, ev)
+  mode_sel = _pick_modes(c, banks, ev, rl_params)
   timings["select_s"] = time.time() - t
+  log(f"comparator {comp_sel.choice}; RL modes {({v: m.choice for v, m in mode_sel.items()})}")
   # ---- final scoring, paired episodes
   t = time.time()
   scores, diag = score_all(c, ev, banks, ep_keys, rl_params, comp_sel.choice or "heel_replan_1",
-                           log)
+                           log, {v: m.choice or "greedy" for v, m in mode_sel.items()})
   timings["score_s"] = time.time() - t
   groups = {n: e[0] for n, e in banks.evals.items()}
   table, comparisons = hydro_tables.regime_tables(scores, groups, c.variants, c.n_boot)
   diag_table = hydro_tables.diagnosis_table(diag, scores, groups, c.variants, c.n_boot)
-  claims = _claims(c, scores, diag, banks.evals, sweeps.get("rl_gru"), comp_sel)
+  claims = _claims(c, scores, diag, banks.evals, sweeps.get("rl_gru"), comp_sel,
+                   mode_sel.get("rl_gru"))
   payload = _payload(c, lays, sizes, banks, scores, comp_sel, sweeps, curves, timings)
+  payload["rl_mode_selection"] = {v: m.to_dict() for v, m in mode_sel.items()}
   payload.update({"comparisons": comparisons, "table": table, "diagnosis_f1": diag_table})
   path = _write(c, quick, results_dir, payload, claims, time.time() - t0)
   hydro_report.plot(table, sweeps, diag_table, os.path.join(os.path.dirname(path),
@@ -147,7 +179,10 @@ def _payload(c, lays, sizes, banks, scores, comp_sel, sweeps, curves, timings) -
   return {
       "layouts": {"train": [l["name"] for l in lays["train"]],
                   "held_out": [l["name"] for l in lays["held_out"]],
-                  "validation": list(banks.vals), "shipped": list(c.shipped), "sizes": sizes},
+                  "validation": list(banks.vals), "shipped": list(c.shipped), "sizes": sizes,
+                  "source": c.layout_source,
+                  "descriptions": {l["name"]: l.get("description", "")
+                                   for g in ("train", "val", "held_out") for l in lays[g]}},
       "bank_reports": banks.reports(), "table": None, "comparisons": None,
       "heel_aware_comparator": {n: scores[n]["_heel_aware_is"] for n in scores},
       "heel_aware_selection": comp_sel.to_dict(), "sweep": sweep,
@@ -180,33 +215,38 @@ def _fair_chance(sweep_rl) -> dict | None:
           "better": "lower"}
 
 
-def _group_claims(reg, scores, diag, names, group, sweep, comp_sel) -> list[dict]:
-  """The four claim rows of one group (its layouts `names`), on episodes with >= 1 blocked
-  pipe (the violation claim on all episodes): per-seed samples of rl_gru vs the paired
-  baseline episodes, and per-seed F1 of the head vs the reference."""
+def _group_claims(reg, scores, diag, names, group, sweep, comp_sel, mode_sel) -> list[dict]:
+  """The claim rows of one group (its layouts `names`), on episodes with >= 1 blocked pipe (the
+  violation claim on all episodes): per-seed samples of rl_gru vs the paired baseline episodes
+  (the heel-blind replanner as a descriptive row), and per-seed F1 of the head vs the
+  reference in both registered forms (non-inferiority and superiority)."""
   cat = lambda pol, m: hydro_tables.pool(scores, names, pol, m)
   blk = hydro_tables.n_blocked(scores, names) >= 1
   rl = cat("rl_gru", "steps_eff")[:, blk]
+  sels = [s for s in (comp_sel, mode_sel) if s is not None]
   rows = []
-  for base in ("heel_aware", "replan"):
+  for base, cid in (("heel_aware", "rl_vs_heel_aware_32"), ("replan", "rl_vs_replan")):
     ref = cat(base, "steps_eff")[0, blk]
-    rows.append(claim_record(reg[f"ballast_hydro.rl_vs_{base}_32_{group}.v1"], rl.tolist(),
-                             [ref.tolist()] * rl.shape[0], sweep=sweep,
-                             selection=comp_sel if base == "heel_aware" else None))
+    version = "v1" if base == "heel_aware" else "v2"
+    rows.append(claim_record(reg[f"ballast_hydro.{cid}_{group}.{version}"],
+                             rl.tolist(), [ref.tolist()] * rl.shape[0],
+                             sweep=sweep if base == "heel_aware" else None,
+                             selection=sels if base == "heel_aware" else mode_sel))
   v_rl, v_ha = cat("rl_gru", "violated"), cat("heel_aware", "violated")[0]
   rows.append(claim_record(reg[f"ballast_hydro.rl_fewer_heel_violations_{group}.v1"],
                            v_rl.tolist(), [v_ha.tolist()] * v_rl.shape[0], sweep=sweep,
-                           selection=comp_sel))
+                           selection=sels))
   dcat = lambda src: [x[:, blk] for x in hydro_tables.pool_counts(diag, names, "rl_gru",
                                                                   src).values()]
-  rows.append(claim_record(reg[f"ballast_hydro.diagnosis_noninferior_{group}.v1"],
-                           hydro_stats.per_seed_f1(*dcat("head")),
-                           hydro_stats.per_seed_f1(*dcat("reference")), sweep=sweep))
-  rows[-1]["note"] = f"layouts {names}; episodes with >= 1 blocked pipe: {int(blk.sum())}"
+  f1 = hydro_stats.per_seed_f1(*dcat("head")), hydro_stats.per_seed_f1(*dcat("reference"))
+  for form in ("noninferior", "superior"):
+    rows.append(claim_record(reg[f"ballast_hydro.diagnosis_{form}_{group}.v1"], *f1,
+                             sweep=sweep, selection=mode_sel))
+    rows[-1]["note"] = f"layouts {names}; episodes with >= 1 blocked pipe: {int(blk.sum())}"
   return rows
 
 
-def _claims(c, scores, diag, evals, sweep_rl, comp_sel) -> list[dict]:
+def _claims(c, scores, diag, evals, sweep_rl, comp_sel, mode_sel=None) -> list[dict]:
   """Every registered claim (configs/ballast_hydro.py) judged by jaxrl_suite.repro from per-seed
   samples, held-out layouts first; rl_gru's validation-layout budget sweep is the fair-chance
   input (flatness)."""
@@ -220,7 +260,7 @@ def _claims(c, scores, diag, evals, sweep_rl, comp_sel) -> list[dict]:
   for group in ("held_out", "shipped"):
     names = [n for n in scores if groups[n] == group]
     if names:
-      rows += _group_claims(reg, scores, diag, names, group, sweep, comp_sel)
+      rows += _group_claims(reg, scores, diag, names, group, sweep, comp_sel, mode_sel)
   return rows
 
 

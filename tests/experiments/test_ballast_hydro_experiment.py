@@ -11,8 +11,9 @@ from jaxrl_suite.repro import Claim, records, selection
 
 def test_claims_register_and_seed_ranges_are_disjoint():
   regs = [Claim.from_dict(d) for d in cfg.claims()]
-  assert len({r.id for r in regs}) == len(regs) == 8
-  assert all(r.why and r.selection and r.fair_chance for r in regs)
+  assert len({r.id for r in regs}) == len(regs) == 10
+  assert all(r.why and r.selection for r in regs)
+  assert all(r.fair_chance for r in regs if r.kind != "descriptive")
   c = cfg.get_config("quick")
   cfg.validate(c)
   c.val_seed0 = c.heldout_seed0 + 10
@@ -47,8 +48,11 @@ def test_claim_rows_have_known_answers():
                                                       "heel_replan_multi": [21.0]},
                              data="training banks", better="lower")
   c = cfg.get_config("quick")
-  rows = X._claims(c, scores, diag, evals, sweep, comp)
-  assert len(rows) == 8
+  mode = selection.pick_best("rl_gru action mode", {"greedy": [10.0, 10.2],
+                                                    "sampled": [11.0, 11.5]},
+                             data="training banks", better="lower")
+  rows = X._claims(c, scores, diag, evals, sweep, comp, mode)
+  assert len(rows) == 10
   by_id = {r["repro"]["rule"]["id"]: r for r in rows}
   for r in rows:
     assert records.check_row(r) is None
@@ -57,7 +61,12 @@ def test_claim_rows_have_known_answers():
   assert r["verdict"] == "reproduced", r["detail"]
   assert len(r["repro"]["samples"]["a"]) == S
   assert r["repro"]["fair_chance"]["budgets"] == [10.0, 20.0]
-  assert r["repro"]["selection"][0]["choice"] == "heel_replan_1"
+  assert [s["choice"] for s in r["repro"]["selection"]] == ["heel_replan_1", "greedy"]
+  # the heel-blind replanner is a descriptive row (no verdict), with its interval
+  d = by_id["ballast_hydro.rl_vs_replan_held_out.v2"]
+  assert d["verdict"] == "descriptive" and d["repro"]["rule"]["kind"] == "descriptive"
+  # both diagnosis forms are registered and judged: equal counts are non-inferior, not superior
+  assert by_id["ballast_hydro.diagnosis_superior_shipped.v1"]["verdict"] != "reproduced"
   # same head and reference counts: the diagnosis is non-inferior
   assert by_id["ballast_hydro.diagnosis_noninferior_shipped.v1"]["verdict"] == "reproduced"
   # no violations on either side: no difference shown, and the sweep is flat

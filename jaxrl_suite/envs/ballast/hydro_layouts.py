@@ -2,12 +2,17 @@
 
   n_pumps(lay) -> int                                    pump nodes of a layout dict
   pick_layouts(seed0, n, max_routes, pumps=()) -> [lay]  the first n usable layouts from seed0
+  family_layouts(seed, group, n, fp, pumps=()) -> [lay]   the first n usable family members
   plannable(lay, heel_init_max=1.0, n=500, min_rate=0.08) -> bool
 
 A layout is usable when its route library fits `max_routes`, it has at least 3 blockable pipes
 (the clog prior places up to 3 blockages) and its plans start within half the heel limit often
 enough (`plannable`). Layouts are dicts as generator.generate_layout returns them, named
-"gen{seed}"; the scan is deterministic in seed0.
+"gen{seed}"; the scan is deterministic in seed0. `family_layouts` scans the parameterised family
+(family.py: ring with crossovers, split mains, branch trees, pipe resistances) instead, along
+the key stream of one split (group 0 training, 1 validation, 2 held-out: family.split_keys'
+streams, so the three sets never share a key); its layouts are named "{prefix}{j}" after their
+index j in that stream.
 """
 
 from __future__ import annotations
@@ -16,7 +21,10 @@ from typing import Any
 
 import numpy as np
 
+import jax
+
 from jaxrl_suite.envs.ballast import episodes as EP
+from jaxrl_suite.envs.ballast import family as F
 from jaxrl_suite.envs.ballast.generator import generate_layout
 from jaxrl_suite.envs.ballast.routes import build_routes, enumerate_routes
 
@@ -43,14 +51,53 @@ def pick_layouts(seed0: int, n: int, max_routes: int, pumps=()) -> list[dict[str
       if s - seed0 > 200 * n:
         raise ValueError(f"too few generated layouts with pump counts {tuple(pumps)}")
       continue
-    if (len(enumerate_routes(lay)) <= max_routes and
-        int((build_routes(lay, "auto")["block_w"] > 0).sum()) >= 3 and plannable(lay)):
+    if usable(lay, max_routes):
       out.append(lay)
       if want:
         want.remove(n_pumps(lay))
     s += 1
     if s - seed0 > 200 * n:
       raise ValueError(f"config.max_routes={max_routes}: too few generated layouts fit")
+  return out
+
+
+def usable(lay, max_routes: int) -> bool:
+  """Route library within max_routes, >= 3 blockable pipes, plans start upright often enough."""
+  return (len(enumerate_routes(lay)) <= max_routes and
+          int((build_routes(lay, "auto")["block_w"] > 0).sum()) >= 3 and plannable(lay))
+
+
+_GROUPS = {"train": 0, "val": 1, "held_out": 2}
+
+
+def family_layouts(seed: int, group: str, n: int, fp: F.FamilyParams, pumps=()
+                   ) -> list[dict[str, Any]]:
+  """The first n usable members of family fp along split `group`'s key stream
+  (fold_in(fold_in(PRNGKey(seed), g), j), j = 0, 1, ...: family.split_keys' streams), named
+  "{group}{j}"; with `pumps` (n pump counts, a multiset) a member is taken only while its pump
+  count is still wanted. Usable: route library within fp.max_routes and `usable`. The family's
+  own checks (family.layout_problems) already hold for every member. Raises ValueError when
+  200 n keys do not give n layouts."""
+  if group not in _GROUPS:
+    raise ValueError(f"family_layouts: group must be one of {tuple(_GROUPS)}, got {group!r}")
+  want = list(pumps)
+  if want and len(want) != n:
+    raise ValueError(f"pumps={tuple(pumps)} must name one pump count per layout (n={n})")
+  gkey = jax.random.fold_in(jax.random.PRNGKey(seed), _GROUPS[group])
+  out, j = [], 0
+  while len(out) < n:
+    if j >= 200 * n:
+      raise ValueError(f"family_layouts({group}): {j} draws gave {len(out)} of {n} usable "
+                       f"layouts{' with pump counts ' + str(tuple(pumps)) if pumps else ''}; "
+                       "widen the family (config.family) or raise config.max_routes")
+    lay = F.sample_layout(jax.random.fold_in(gkey, j), fp, name=f"{group}{j}")
+    j += 1
+    if want and n_pumps(lay) not in want:
+      continue
+    if usable(lay, fp.max_routes):
+      out.append(lay)
+      if want:
+        want.remove(n_pumps(lay))
   return out
 
 

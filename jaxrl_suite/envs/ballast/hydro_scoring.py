@@ -4,7 +4,7 @@
   eff_steps(out, max_steps) -> [..., N]        decision steps, a failure at the step limit
   episode_metrics(out, max_steps, dt_h)        {metric: float64 [..., N]} (METRICS' fields)
   score_baselines(ev_base, p, idx, keys, max_steps, dt_h) -> (scores, outs)
-  heel_aware_means(ev_base, banks, key, max_steps) -> {form: [mean steps_eff per bank]}
+  heel_aware_means(ev_base, banks, key, max_steps, min_blocked=0) -> {form: [mean steps_eff]}
   make_reference_rows(env) -> fn(obs [B, O], p) -> bool [B, E]
   exercised_counts(pred, out, p, idx) -> {"tp"|"fp"|"fn"|"tn"|"exact": [S, N]}
 
@@ -64,16 +64,21 @@ def score_baselines(ev_base, p, idx, keys, max_steps: int, dt_h: float):
   return scores, outs
 
 
-def heel_aware_means(ev_base, params_list, key, max_steps: int) -> dict[str, list[float]]:
-  """{form: [mean steps_eff on each params' whole bank]} of both heel-aware forms, every bank
-  played with keys split(key, bank size): the comparator is chosen on these (training data)."""
+def heel_aware_means(ev_base, params_list, key, max_steps: int, min_blocked: int = 0
+                     ) -> dict[str, list[float]]:
+  """{form: [mean steps_eff on each params' bank]} of both heel-aware forms, every bank played
+  with keys split(key, bank size) and averaged over its episodes with >= min_blocked blocked
+  pipes (0: all; 1: the blocked regime a headline is read on): the comparator is chosen on
+  these (training data)."""
   means: dict[str, list[float]] = {b: [] for b in HEEL_AWARE_FORMS}
   for p in params_list:
     n = int(p.bank.vol0.shape[0])
     idx, ks = jnp.arange(n), jax.random.split(key, n)
+    keep = (np.asarray(p.bank.n_blocked) >= min_blocked) if min_blocked else np.ones(n, bool)
     for b in means:
       out = jax.device_get(ev_base(p, _baseline(p, b), idx, ks))
-      means[b].append(float(eff_steps(out, max_steps).mean()))
+      means[b].append(float(eff_steps(out, max_steps)[keep].mean()) if keep.any()
+                      else float("nan"))
   return means
 
 
