@@ -4,7 +4,7 @@ r"""Launch a sweep with XManager (local executor: plain subprocesses, no Docker,
   xmanager launch experiments/launch_xm.py -- --sweep=configs/sweeps/ppo_cartpole_lr.py
   python -m experiments.launch_xm --sweep=configs/sweeps/ppo_cartpole_lr.py --dry_run  # no xmanager
 
-The trial list comes from `experiments.sweep.build_trials`, the function the local launcher
+The trial list comes from `jaxrl_suite.train.sweep.build_trials`, the function the local launcher
 (`python -m experiments.sweep`) uses, so both run exactly the same trials with the same workdirs;
 each XManager job is `python -m jaxrl_suite.train --config=<base> --config.x=v ... --workdir=...`.
 For another backend swap `xm_local.Local()` for `xm_local.Vertex(...)`/`Kubernetes(...)` (those
@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app, flags  # noqa: E402
 
-from experiments import sweep  # noqa: E402
+from jaxrl_suite.train import sweep  # noqa: E402
 
 _SWEEP = flags.DEFINE_string("sweep", None, "Sweep file (configs/sweeps/x.py[:arg]) or name.")
 _ROOT = flags.DEFINE_string("root", sweep.DEFAULT_ROOT, "Workdir root of the trials.")

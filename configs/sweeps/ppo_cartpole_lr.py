@@ -28,7 +28,7 @@ def get_sweep(arg: str | None = None) -> list[dict]:
   """One dict of config-field overrides per trial: the lr x seed grid, seed fastest.
 
   Plain itertools (a config imports no experiment code): the same list as
-  experiments.sweep.product(lr=..., seed=...).
+  jaxrl_suite.train.sweep.product(lr=..., seed=...).
   """
   lrs, seeds = ([1e-3, 2.5e-4], [0, 1]) if arg == "quick" else ([1e-3, 2.5e-4, 1e-4], [0, 1, 2])
   return [{"lr": lr, "seed": seed} for lr, seed in itertools.product(lrs, seeds)]

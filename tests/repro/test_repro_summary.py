@@ -78,3 +78,56 @@ def test_replace_block_and_missing_markers():
 
 def test_cells_escape_pipes_and_newlines():
   assert summary.cell(" a|b\nc ") == "a\\|b c"
+
+
+# ---- the two writers: SUMMARY.md and the README block ------------------------------------------
+
+class _Run:   # a runner.StageResult's fields, as the writer reads them
+  def __init__(self, name, status, wall_s, cpu_s, note):
+    self.name, self.status, self.wall_s, self.cpu_s, self.note = name, status, wall_s, cpu_s, note
+
+
+def test_write_summary_known_answer(folder, tmp_path):
+  committed = os.path.join(str(tmp_path), "committed")
+  path = summary.write_summary(folder, ["zeta", "beta", "gamma"],
+                               run=[_Run("zeta", "ok", 12.4, 30.6, ""),
+                                    _Run("gamma", "failed", 1.0, 0.0, "rc=1 | see log")],
+                               committed_dir=committed)
+  assert path == os.path.join(folder, "SUMMARY.md")
+  text = open(path).read()
+  lines = text.split("\n")
+  assert lines[0] == "# Reproduction summary"
+  assert "Modes present: full, quick" in lines[2]
+  # a quick record: the smoke-check warning, pointing at the committed folder
+  assert lines[4].startswith("**Quick mode: the verdicts below are smoke checks.**")
+  assert lines[4].endswith(f"full-mode records in `{committed}/` (`{committed}/SUMMARY.md`).")
+  top, every = text.split("## Every claim")
+  assert "## When does RL beat a tuned hand-written heuristic?" in top
+  assert "Verdicts: contradicted 1, inconclusive 1, reproduced 2" in every
+  assert "No results yet for: gamma." in every       # in the order, no record
+  assert every.endswith("## Last run\n\n| reproduction | status | wall time | CPU time | note |\n"
+                        "|---|---|---|---|---|\n| zeta | ok | 12 s | 31 s |  |\n"
+                        "| gamma | failed | 1 s | 0 s | rc=1 \\| see log |\n")
+  # no row with an interval on the layer: no cross-domain figure, and a stale one is removed
+  assert not os.path.exists(os.path.join(folder, summary.CROSSDOMAIN_PNG))
+  open(os.path.join(folder, summary.CROSSDOMAIN_PNG), "wb").close()
+  summary.write_summary(folder, ["zeta"])
+  assert not os.path.exists(os.path.join(folder, summary.CROSSDOMAIN_PNG))
+  assert "## Last run" not in open(path).read()
+
+
+def test_update_readme_known_answer(folder, tmp_path):
+  readme = tmp_path / "README.md"
+  readme.write_text(f"top\n{summary.README_BEGIN}\nold\n{summary.README_END}\nend\n")
+  assert summary.update_readme(str(readme), folder, ["zeta", "alpha", "beta", "gamma"])
+  text = readme.read_text()
+  block = text[text.index(summary.README_BEGIN):text.index(summary.README_END)]
+  assert block.split("\n")[2] == "" and block.split("\n")[3].startswith(
+      "Mode: full. 3 claims; verdicts: contradicted 1, inconclusive 1, reproduced 1. ")
+  assert "| zeta | 2 | 1 | 1 | 0 | [report](results/zeta.md) [plot](results/zeta.png) |" in block
+  assert "alpha" not in block.split("No full-mode")[0]           # quick: not counted
+  assert block.endswith("No full-mode results yet for: alpha, gamma.\n\n")
+  assert text.startswith("top\n") and text.endswith(f"{summary.README_END}\nend\n")
+  assert not summary.update_readme(str(readme), folder, ["zeta", "alpha", "beta", "gamma"])
+  assert summary.update_readme(str(readme), folder, ["zeta", "alpha", "beta"], ("quick", "full"))
+  assert "Mode: quick/full. 4 claims" in readme.read_text()
