@@ -48,7 +48,7 @@ from jaxrl_suite.envs.ballast import report
 from jaxrl_suite.envs.ballast import scoring
 from jaxrl_suite.envs.ballast.net_bank import with_v2_bank
 from jaxrl_suite.envs.ballast.rollout import make_baseline_evaluate, make_switch_evaluate
-from jaxrl_suite.repro import Claim, claim_record, selection
+from jaxrl_suite.repro import Claim, claim_record, grid, selection
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 cli.replace_flags(('config', 'quick', 'workdir', 'layout'))
@@ -287,6 +287,25 @@ def _coarse_dt_claim(sweep) -> dict:
   return row
 
 
+def _grid_claim(c, sweep) -> dict:
+  """B-oracle vs B-replan and B-tabu at every step length of the dt sweep as one grid claim
+  (repro.grid): the cells expected to reach 32% are registered in configs/ballast.py
+  (grid_expected), per evaluation group on blocked episodes."""
+  import configs.ballast as cfg  # pylint: disable=g-import-not-at-top
+  cells, expected = {}, {}
+  for dt in sorted(sweep, key=float):
+    g = sweep[dt]["groups_blocked"]
+    for base in ("replan", "tabu"):
+      name = f"B-{base} dt={float(dt):g} min"
+      cells[name] = (g["oracle"], g[base])
+      expected[name] = cfg.grid_expected(base, float(dt), c.dt_minutes)
+  row = grid.grid_record(_registered()["ballast.oracle_32_only_weak_or_coarse_grid.v1"], cells,
+                         expected)
+  row["note"] = (f"fine step = dt <= {c.dt_minutes:g} min (config.dt_minutes); cells expected "
+                 f"to reach 32%: {[k for k, v in expected.items() if v]}")
+  return row
+
+
 def _dt_note(c) -> str:
   """The baseline definition every oracle / replanner claim carries."""
   return (f"B-replan = optimistic CTP replanner, k_fail=1, believed-time metric "
@@ -321,6 +340,7 @@ def _claims(c, s: dict, sweep, v2, edge_mask) -> list[dict]:
     g = sweep[str(float(c.dt_minutes))]["groups_blocked"]
     add("ballast.oracle_vs_tabu_32_blocked.v1", g["oracle"], g["tabu"], note=dt_note)
   rows.append(_coarse_dt_claim(sweep))
+  rows.append(_grid_claim(c, sweep))
   if v2 is not None:
     bs = v2["blocked_steps"]
     add("ballast.v2_rl_vs_replan_32_blocked.v1", bs["rl_per_seed"],
@@ -340,7 +360,7 @@ def _claims(c, s: dict, sweep, v2, edge_mask) -> list[dict]:
 
 def _write_sweep(c, sweep, quick, t0, results_dir):
   """Writes results/ballast_dt_sweep.* (also from the main run, so both files agree)."""
-  claims = [_coarse_dt_claim(sweep)]
+  claims = [_coarse_dt_claim(sweep), _grid_claim(c, sweep)]
   results.write_results(NAME + "_dt_sweep", mode="quick" if quick else "full", config=c,
                         seeds=[c.seed], claims=claims, wall_time_s=time.time() - t0,
                         payload={"dt_sweep": sweep}, markdown=report.sweep_markdown(sweep),

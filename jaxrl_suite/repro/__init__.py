@@ -6,6 +6,7 @@
   flatness   -- the "RL had a fair chance" rule on a budget sweep
   selection  -- choices made on training data, with their record
   aggregate  -- rliable-style IQM / probability of improvement across tasks
+  grid       -- a claim about where an effect is reachable, judged on one grid of conditions
   records    -- claim records (JSON) and the reanalysis that re-judges them
   format     -- the one "mean [lo, hi]" formatter
   stage_cache -- finished stages in the workdir, keyed by config + library (JSON / npz, no pickle)

@@ -32,6 +32,7 @@ import os
 from typing import Any, Mapping, Sequence
 
 from jaxrl_suite.repro import flatness as _flatness
+from jaxrl_suite.repro import grid as _grid
 from jaxrl_suite.repro import intervals as _iv
 from jaxrl_suite.repro import verdicts as _v
 from jaxrl_suite.repro.claims import Claim
@@ -205,9 +206,27 @@ def _close(x, y) -> bool:
   return math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
 
 
+def _check_grid_row(row: Mapping[str, Any]) -> str | None:
+  """check_row for a grid claim (grid.py): the verdict and every cell's interval."""
+  try:
+    v, ivs = _grid.recompute_grid(row["repro"])
+  except (ValueError, KeyError, TypeError) as e:
+    return f"cannot recompute: {e}"
+  if row.get("verdict") != v.word or row["repro"].get("verdict", {}).get("word") != v.word:
+    return f"verdict: stored {row.get('verdict')!r}, recomputed {v.word!r}"
+  for name, iv in ivs.items():
+    res = row["repro"]["grid"]["cells"][name].get("result", {})
+    for k in ("estimate", "lo", "hi"):
+      if not _close(res.get(k), getattr(iv, k)):
+        return f"cell {name} interval {k}: stored {res.get(k)!r}, recomputed {getattr(iv, k)!r}"
+  return None
+
+
 def check_row(row: Mapping[str, Any]) -> str | None:
   """None when the row's stored verdict and interval are what the layer recomputes; else why
-  not (one line)."""
+  not (one line). Grid claims (grid.py) are re-judged cell by cell."""
+  if on_layer(row) and "grid" in row["repro"]:
+    return _check_grid_row(row)
   try:
     v, iv = recompute(row)
   except (ValueError, KeyError, TypeError) as e:
@@ -260,6 +279,8 @@ def reanalyse(results_dir: str) -> Report:
 
 def _recomputed_word(row) -> str:
   try:
+    if "grid" in row["repro"]:
+      return _grid.recompute_grid(row["repro"])[0].label
     return rejudge(row).label
   except (ValueError, KeyError, TypeError):
     return "(error)"

@@ -201,3 +201,37 @@ def test_residual_never_prefers_a_route_through_a_known_failure(direct10):
   assert bool((hd0.resid[:-1] == -A.R_CLIP).all())
   dead = pre._replace(score=pre.score + 2 * tb.bp.w_fail)          # nothing works anywhere
   assert float(A.head_feats(tb, dead, 0, taken, h, h, h, M).resid[-1]) == -A.R_CLIP
+
+
+def test_family_layouts_are_disjoint_deterministic_and_fix_the_pump_mix():
+  """Training, validation and held-out family members come from disjoint key streams (no two
+  sets share a layout), the same seed gives the same layouts byte for byte, and a pump mix is
+  honoured; an unknown group and an impossible mix are refused."""
+  import json
+  from jaxrl_suite.envs.ballast import family as F
+  from jaxrl_suite.envs.ballast import hydro_layouts as X
+  fp = F.FamilyParams(n_tanks=(8, 12), max_routes=128)
+  tr = X.family_layouts(0, "train", 3, fp, (1, 2, 3))
+  va = X.family_layouts(0, "val", 2, fp)
+  assert sorted(X.n_pumps(l) for l in tr) == [1, 2, 3]
+  dump = lambda ls: [json.dumps({k: v for k, v in l.items() if k != "name"}, sort_keys=True)
+                     for l in ls]
+  assert not set(dump(tr)) & set(dump(va))
+  assert dump(X.family_layouts(0, "train", 3, fp, (1, 2, 3))) == dump(tr)
+  assert all(X.usable(l, 128) and not F.layout_problems(l, 128) for l in tr + va)
+  with pytest.raises(ValueError, match="group"):
+    X.family_layouts(0, "test", 1, fp)
+  with pytest.raises(ValueError, match="pumps"):
+    X.family_layouts(0, "train", 2, fp, (1,))
+
+
+def test_config_family_errors_name_the_field():
+  from configs import ballast_hydro as cfg_mod
+  c = cfg_mod.get_config("quick")
+  c.family.n_tanks = (5, 12)
+  with pytest.raises(ValueError, match="config.family.n_tanks"):
+    cfg_mod.validate(c)
+  c = cfg_mod.get_config("quick")
+  c.layout_source = "shipped"
+  with pytest.raises(ValueError, match="layout_source"):
+    cfg_mod.validate(c)
