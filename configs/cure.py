@@ -2,8 +2,8 @@
 #
 # COMMAND (full):  .venv/bin/python -m experiments.cure
 # COMMAND (quick, CI smoke test): .venv/bin/python -m experiments.cure --quick
-# The pretrained captioner, the verifier and the holistic RM are cached in --workdir
-# (default workdirs/cure), keyed by their configs.
+# The pretrained captioner and the learned scorers are stages of the stage cache in --workdir
+# (default workdirs/cure; core.stage_cache), keyed by their configs and the library.
 # Budget: sized for a heavily shared 2-core machine (load ~15 during the recorded runs): one
 # GRPO step of 5 seeds x 2 scenes x 8 captions took ~8-15 s wall there. 50 GRPO steps per
 # reward (evaluated every 10); results/cure.md reports whether claim-F1's curve flattened.

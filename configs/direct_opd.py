@@ -6,7 +6,7 @@
 # COMMAND (quick, CI smoke test, a few minutes alone):
 #   .venv/bin/python -m experiments.direct_opd --quick
 # Every stage stores its output and its measured cost in --workdir (default
-# workdirs/direct_opd): pretrained checkpoints (orbax), and per-task results (repro.stage_cache);
+# workdirs/direct_opd): pretrained params and per-task results (stages of core.stage_cache);
 # rerunning the same command resumes (nothing to pass by hand).
 # Budget estimate (per-stage costs measured by the previous full run, 600 problems, 150 steps:
 # pretraining s/m/l 27/91/132 s per family at 1200 steps; per 150 steps x 4 seeds GRPO

@@ -15,7 +15,8 @@ free tank choice) with a PPO pump-pair agent (agent_v2.py) vs greedy oracle-v2 /
 same paired episodes, and a generalisation test of the trained agent on a layout it never saw
 (`--layout PATH`, default direct10). Quick mode skips v2 and the generalisation test.
 
-  python -m experiments.ballast [--quick] [--layout PATH] [--config.x=...]
+  python -m experiments.ballast [--quick] [--workdir=DIR] [--layout PATH] [--config.x=...]
+  (start-up through jaxrl_suite.repro.entry)
 """
 
 
@@ -31,10 +32,9 @@ import dataclasses
 import time
 from typing import Any
 
-from absl import app, flags
+from absl import flags
 import jax
 import numpy as np
-from ml_collections import config_flags
 from tqdm import tqdm
 
 from experiments import cli
@@ -48,16 +48,13 @@ from jaxrl_suite.envs.ballast import report
 from jaxrl_suite.envs.ballast import scoring
 from jaxrl_suite.envs.ballast.net_bank import with_v2_bank
 from jaxrl_suite.envs.ballast.rollout import make_baseline_evaluate, make_switch_evaluate
-from jaxrl_suite.repro import Claim, claim_record, grid, selection
+from jaxrl_suite.repro import Claim, claim_record, entry, grid, selection
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-cli.replace_flags(('config', 'quick', 'workdir', 'layout'))
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", os.path.join(_ROOT, "configs", "ballast.py"), "experiment config")
-_QUICK = flags.DEFINE_bool("quick", False, "small, fast run (CI)")
-_WORKDIR = flags.DEFINE_string("workdir", "workdirs/ballast", "work directory")
-_LAYOUT = flags.DEFINE_string("layout", None, "layout JSON for the generalisation test")
 NAME = "ballast"
+FLAGS = entry.define_flags(NAME, os.path.join(_ROOT, "configs", "ballast.py"))
+cli.replace_flags(("layout",))
+_LAYOUT = flags.DEFINE_string("layout", None, "layout JSON for the generalisation test")
 # The RL agent's two action modes are the evaluator's branches after the baselines (v1) and
 # after the greedy v2 controller (v2).
 _MODE_PID = {"greedy": len(B.BASELINES), "sampled": len(B.BASELINES) + 1}
@@ -65,13 +62,6 @@ _V2_PID = {"greedy": 1, "sampled": 2}
 # training-curve metrics kept in the record (v1 also keeps the diagnosis head's aux loss)
 _CURVE_V2 = ("returned_episode_returns", "episode_length", "success_rate", "off_top_share")
 _CURVE = _CURVE_V2 + ("aux",)
-
-
-def _config():
-  """--config, or with --quick the quick preset plus any --config.x overrides."""
-  sys.path.insert(0, _ROOT)
-  import configs.ballast as cfg  # pylint: disable=g-import-not-at-top
-  return cli.config_for(cfg, _CONFIG.value, _QUICK.value)
 
 
 def _registered() -> dict[str, Claim]:
@@ -440,13 +430,14 @@ def run(c, quick: bool, workdir: str, layout_path: str | None = None,
           "v2": v2, "generalisation": gen}
 
 
-def main(argv):
-  del argv
-  with cli.user_errors():
-    c = _config()
-    res = run(c, _QUICK.value, _WORKDIR.value, _LAYOUT.value)
+def main(e: entry.Entry) -> dict:
+  """The run on the resolved command line (config validated, folders chosen by the library:
+  a --layout run writes the ad-hoc folder)."""
+  res = run(e.config, e.quick, e.workdir, _LAYOUT.value, e.results_dir)
   print(results.verdict_table(res["claims"]))
+  return res
 
 
 if __name__ == "__main__":
-  app.run(main)
+  import configs.ballast as _cfg_mod  # pylint: disable=g-import-not-at-top
+  entry.main(FLAGS, main, validate=_cfg_mod.validate)

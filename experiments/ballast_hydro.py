@@ -1,6 +1,7 @@
 """BallastHydro-v0: a recurrent RL agent trained across generated layouts vs the replanners.
 
-  python -m experiments.ballast_hydro [--quick] [--config.x=...]
+  python -m experiments.ballast_hydro [--quick] [--workdir=DIR] [--config.x=...]
+  (start-up through jaxrl_suite.repro.entry)
 
 1. Layouts: members of the parameterised layout family (family.py: ring mains with
    crossovers, split mains, branch trees; tank and pump counts; pipe resistances), drawn from
@@ -49,12 +50,9 @@ if __name__ == "__main__" and __package__ in (None, ""):
 
 import time
 
-from absl import app, flags
 import jax
-from ml_collections import config_flags
 import numpy as np
 
-from experiments import cli
 from jaxrl_suite.core import results
 from jaxrl_suite.core.host import host_info
 from jaxrl_suite.envs.ballast import hydro_report, hydro_stats, hydro_tables, load_layout
@@ -62,24 +60,14 @@ from jaxrl_suite.envs.ballast.hydro_banks import build_banks, episode_keys
 from jaxrl_suite.envs.ballast.hydro_layouts import family_layouts, pick_layouts
 from jaxrl_suite.envs.ballast.hydro_scoring import heel_aware_means
 from jaxrl_suite.envs.ballast.routes import layout_sizes
-from jaxrl_suite.repro import Claim, claim_record, selection
+from jaxrl_suite.repro import Claim, claim_record, entry, selection
 from jaxrl_suite.train.ballast_hydro.evaluators import make_evaluators
 from jaxrl_suite.train.ballast_hydro.rl_stage import train_variants
 from jaxrl_suite.train.ballast_hydro.scoring import mode_scores, score_all
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-cli.replace_flags(("config", "quick", "workdir"))
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", os.path.join(_ROOT, "configs", "ballast_hydro.py"), "experiment config")
-_QUICK = flags.DEFINE_bool("quick", False, "small, fast run (CI)")
-_WORKDIR = flags.DEFINE_string("workdir", "workdirs/ballast_hydro", "work directory")
 NAME = "ballast_hydro"
-
-
-def _config():
-  sys.path.insert(0, _ROOT)
-  import configs.ballast_hydro as cfg  # pylint: disable=g-import-not-at-top
-  return cli.config_for(cfg, _CONFIG.value, _QUICK.value)
+FLAGS = entry.define_flags(NAME, os.path.join(_ROOT, "configs", "ballast_hydro.py"))
 
 
 def _layouts(c) -> dict[str, list]:
@@ -264,10 +252,13 @@ def _claims(c, scores, diag, evals, sweep_rl, comp_sel, mode_sel=None) -> list[d
   return rows
 
 
-def main(argv):
-  del argv
-  cli.run_and_report(run, _config(), _QUICK.value, _WORKDIR.value)
+def main(e: entry.Entry) -> dict:
+  """The run on the resolved command line (config validated, folders chosen by the library)."""
+  res = run(e.config, e.quick, e.workdir, e.results_dir)
+  print(results.verdict_table(res["claims"]))
+  return res
 
 
 if __name__ == "__main__":
-  app.run(main)
+  import configs.ballast_hydro as _cfg_mod  # pylint: disable=g-import-not-at-top
+  entry.main(FLAGS, main, validate=_cfg_mod.validate)

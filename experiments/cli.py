@@ -1,4 +1,6 @@
-"""Shared CLI plumbing of the reproduction scripts."""
+"""Shared CLI plumbing of the reproduction scripts that do not start through
+`jaxrl_suite.repro.entry` (the serving scripts, whose --workdir defaults per trace) and of
+direct_opd's folder mode."""
 
 from __future__ import annotations
 
@@ -64,35 +66,3 @@ def config_for(module, parsed, quick: bool, argv=None):
   preset = with_overrides(module.get_config("quick"), parsed, module.get_config())
   entry.copy_named_fields(preset, parsed, sys.argv if argv is None else argv)
   return preset
-
-
-class ScriptFlags:
-  """The flags every LM/text reproduction defines: `--config` (the experiment's config file),
-  `--quick`, `--workdir` and `--results_dir`. Read their values after absl has parsed argv."""
-
-  def __init__(self, name: str, config_path: str):
-    from ml_collections import config_flags
-    replace_flags(("config", "quick", "workdir", "results_dir"))
-    self.config = config_flags.DEFINE_config_file("config", config_path, "Experiment config.")
-    self.quick = flags.DEFINE_bool("quick", False,
-                                   "small smoke-test run (writes workdirs/results_quick/)")
-    self.workdir = flags.DEFINE_string("workdir", f"workdirs/{name}", "checkpoint/cache dir")
-    self.results_dir = flags.DEFINE_string("results_dir", None,
-                                           "override the results directory")
-
-
-def config_path(name: str) -> str:
-  """`configs/<name>.py` of this checkout."""
-  import os
-  return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs",
-                      f"{name}.py")
-
-
-def run_and_report(run, *args, **kwargs):
-  """A script's `main`: `run(*args, **kwargs)` inside `user_errors()`, then its verdict table on
-  stdout; returns the result record."""
-  from jaxrl_suite.core import results
-  with user_errors():
-    res = run(*args, **kwargs)
-  print(results.verdict_table(res["claims"]))
-  return res

@@ -22,7 +22,8 @@ per reward), cure_scorers.py (the learned scorers), cure_noise.py (the noise pre
 cure_report.py (statistics, tables, figure); this file holds the flags, the claims (judged by
 jaxrl_suite.repro) and the record.
 
-Run from the repo root:  python -m experiments.cure [--quick] [--config.grpo_steps=...]
+Run from the repo root:  python -m experiments.cure [--quick] [--workdir=DIR] [--config.x=...]
+(start-up through jaxrl_suite.repro.entry).
 """
 
 from __future__ import annotations
@@ -34,10 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import time  # noqa: E402
 
-from absl import app  # noqa: E402
-
 from configs import cure as cure_config  # noqa: E402
-from experiments import cli  # noqa: E402
 from jaxrl_suite.core import results as results_lib  # noqa: E402
 from jaxrl_suite.core import stats  # noqa: E402
 from jaxrl_suite.lm import cure_noise  # noqa: E402
@@ -46,10 +44,11 @@ from jaxrl_suite.lm import cure_scorers  # noqa: E402
 from jaxrl_suite.lm import cure_study  # noqa: E402
 from jaxrl_suite.lm.cure_report import fall, fmt  # noqa: E402
 from jaxrl_suite.lm.cure_study import noisy_name  # noqa: E402
-from jaxrl_suite.repro import Claim, claim_record  # noqa: E402
+from jaxrl_suite.repro import Claim, claim_record, entry  # noqa: E402
 
 NAME = "cure"
-_FLAGS = cli.ScriptFlags(NAME, cli.config_path(NAME))
+FLAGS = entry.define_flags(NAME, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "configs", f"{NAME}.py"))
 
 HOLISTIC = cure_config.HOLISTIC
 
@@ -167,14 +166,12 @@ def run(config, workdir: str, results_dir=None, mode: str = "full", progress: bo
   return path, runs, noise
 
 
-def main(argv):
-  del argv
-  quick = _FLAGS.quick.value
-  config = cli.config_for(cure_config, _FLAGS.config.value, quick)
-  path, _, _ = run(config, _FLAGS.workdir.value, _FLAGS.results_dir.value,
-                   "quick" if quick else "full")
+def main(e: entry.Entry) -> str:
+  """The run on the resolved command line (config validated, folders chosen by the library)."""
+  path, _, _ = run(e.config, e.workdir, e.results_dir, e.mode)
   print(f"wrote {path}")
+  return path
 
 
 if __name__ == "__main__":
-  app.run(main)
+  entry.main(FLAGS, main, validate=cure_config.validate)

@@ -27,8 +27,8 @@ goes to workdirs/results_adhoc/direct_opd_folders.{json,md} and the distilled se
 <workdir>/folders/large_direct_opd_seed0 (a checkpoint folder).
 
 Every stage measures its own cost (wall seconds, compile seconds, analytic FLOPs) when it runs
-and stores it in --workdir with its output (pretrained orbax checkpoints; per-task results in
-repro.stage_cache), so an interrupted or re-run command resumes without recomputing and the
+and stores it in --workdir with its output (pretrained params and per-task results, both stages
+of the stage cache, core.stage_cache), so an interrupted or re-run command resumes without recomputing and the
 results still carry only numbers the script measured itself.
 
 The stages are library code: jaxrl_suite/lm/opd_ladder.py (pretraining ladder), opd_study.py (one

@@ -20,7 +20,8 @@ The computation lives in jaxrl_suite/ope/studies/ (one module per section); this
 config, the stages, the claims (judged by jaxrl_suite.repro against configs/fore.py) and the
 record.
 
-Run: python -m experiments.fore [--quick]   (see configs/fore.py)
+Run: python -m experiments.fore [--quick] [--workdir=DIR] [--config.x=...]   (see configs/fore.py;
+start-up through jaxrl_suite.repro.entry)
 """
 
 from __future__ import annotations
@@ -41,24 +42,17 @@ if "jax" not in sys.modules:
   os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                              + " --xla_cpu_multi_thread_eigen=false").strip()
 
-from absl import app, flags, logging  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
+from absl import logging  # noqa: E402
 import numpy as np  # noqa: E402
 
-from experiments import cli  # noqa: E402
 from jaxrl_suite.core import plotting  # noqa: E402
 from jaxrl_suite.ope.studies import (cartpole, dope, families, figure, honest, hub,  # noqa: E402
                                      kernels, report, sweep)
-
-cli.replace_flags(("config", "quick", "workdir", "results_dir"))
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                           "configs", "fore.py"), "FORE reproduction config.")
-_QUICK = flags.DEFINE_bool("quick", False, "Quick mode (CI): small seeds/instances.")
-_WORKDIR = flags.DEFINE_string("workdir", "workdirs/fore", "Work directory (RLDS files).")
-_RESULTS = flags.DEFINE_string("results_dir", None, "Results directory (default <repo>/results).")
+from jaxrl_suite.repro import entry  # noqa: E402
 
 NAME = "fore"
+FLAGS = entry.define_flags(NAME, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "configs", "fore.py"))
 
 
 def _jax():
@@ -323,26 +317,23 @@ def _run(config, quick: bool, workdir: str, results_dir=None) -> dict:
   return R
 
 
-def main(argv):
-  del argv
-  config = _CONFIG.value
-  if _QUICK.value:
-    from configs import fore as fore_config
-    config = cli.config_for(fore_config, config, True)  # quick preset + --config.x overrides
+def main(e: entry.Entry) -> dict:
+  """The run on the resolved command line (config validated, folders chosen by the library)."""
   # persistent XLA cache under the workdir: reruns (CI) skip most compilation
   jax = _jax()
-  jax.config.update("jax_compilation_cache_dir",
-                    os.path.join(os.path.abspath(_WORKDIR.value), "jax_cache"))
+  jax.config.update("jax_compilation_cache_dir", os.path.join(e.workdir, "jax_cache"))
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-  R = run(config, _QUICK.value, _WORKDIR.value, _RESULTS.value)
+  R = run(e.config, e.quick, e.workdir, e.results_dir)
   from jaxrl_suite.core.results import verdict_table
   print(verdict_table(R["claims"]))
   # The folder the library chose (results/ full, workdirs/results_quick/ quick, or
   # JAXRL_RESULTS_DIR), never a fixed "results/": a quick record is a smoke check, not a result.
   logging.info("wrote %s.{json,md,png}%s", os.path.join(R["results_dir"], NAME),
                " (quick mode: a smoke check of the pipeline, not a reproduction)"
-               if _QUICK.value else "")
+               if e.quick else "")
+  return R
 
 
 if __name__ == "__main__":
-  app.run(main)
+  from configs import fore as _fore_config  # pylint: disable=g-import-not-at-top
+  entry.main(FLAGS, main, validate=_fore_config.validate)

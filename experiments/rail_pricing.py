@@ -18,11 +18,12 @@ rollouts), leg capacities, 12 weekly booking periods, operator revenue as reward
 
 The stages are library code: envs/rail (calibration.per_seed, rm_scoring,
 competition.benchmark_fares, bound.seed_bounds), algos/budget_sweep.py, and train/rail
-(variants, rl_stage, phases, sweep_inputs, report, figure); this file holds the flags, the
-stages' order, the claims (judged by jaxrl_suite.repro, whose rules and intervals it hands to
-the library) and the record.
+(variants, rl_stage, sweep_inputs, report, figure); this file holds the stages' order, the
+claims (judged by jaxrl_suite.repro, whose rules and intervals it hands to the library) and the
+record. The tuning, every RL variant and the held-out evaluation are stages of the workdir's
+stage cache (core.stage_cache, keyed by the config and the library), so a rerun resumes.
 
-  python -m experiments.rail_pricing [--quick] [--config.x=...]
+  python -m experiments.rail_pricing [--quick] [--workdir=DIR] [--config.x=...]
 """
 
 from __future__ import annotations
@@ -36,41 +37,27 @@ if __name__ == "__main__" and __package__ in (None, ""):
 import time
 from typing import NamedTuple
 
-from absl import app, flags
 import jax
 import jax.numpy as jnp
 import numpy as np
-from ml_collections import config_flags
 from tqdm import tqdm
 
-from experiments import cli
-from jaxrl_suite.core import results
+from jaxrl_suite.core import results, stage_cache
 from jaxrl_suite.envs.rail import bound, calibration, competition, make_rail, rm_scoring
 from jaxrl_suite.envs.rail import baselines as B
 from jaxrl_suite.envs.rail.instance import SEGMENTS, ELASTICITY
-from jaxrl_suite.repro import Claim, claim_record, flatness, intervals, selection
-from jaxrl_suite.train.rail import (figure, phases, report, rl_stage, sweep_inputs,
-                                    variants)
+from jaxrl_suite.repro import Claim, claim_record, entry, flatness, intervals, selection
+from jaxrl_suite.train.rail import figure, report, rl_stage, sweep_inputs, variants
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-cli.replace_flags(("config", "quick", "workdir"))
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", os.path.join(_ROOT, "configs", "rail_pricing.py"), "experiment config")
-_QUICK = flags.DEFINE_bool("quick", False, "small, fast run (CI)")
-_WORKDIR = flags.DEFINE_string("workdir", "workdirs/rail_pricing", "work directory")
 NAME = "rail_pricing"
+FLAGS = entry.define_flags(NAME, os.path.join(_ROOT, "configs", "rail_pricing.py"))
 UK_SOURCES = ("LNER demand-based pricing pilot (DfT, Feb 2023; two-year trial from 5 Feb 2024, "
               "King's Cross-Newcastle/Berwick/Edinburgh; fare types 7 -> 3 incl. '70min Flex'; "
               "The Times 2023-02-07, Transport Focus 2024-01-31): not multi-agent RL. The paper "
               "(arXiv 2607.05179, Kinrre/RelationalRailPricing-RL) and its predecessor "
               "(arXiv 2501.08234, Kinrre/RailPricing-RL) use Spanish Renfe/Adif data on ROBIN "
               "and mention no UK trial.")
-
-
-def _config():
-  sys.path.insert(0, _ROOT)
-  import configs.rail_pricing as cfg  # pylint: disable=g-import-not-at-top
-  return cli.config_for(cfg, _CONFIG.value, _QUICK.value)
 
 
 # ---- repro's intervals and rules, handed to the library stages ----------------------------------
@@ -136,20 +123,17 @@ def _timed(timings: dict, name: str, bar, fn):
   return out
 
 
-def _tuning(cache, evals, rm_rows, s: _Setup) -> dict:
-  """Every RM row tuned on the tuning episodes (the same count for every family)."""
-  tuning = rm_scoring.tune(evals, rm_rows, s.tune_keys, s.p_train, cache.get("tuning"))
-  cache.put("tuning", tuning)
-  return tuning
+def _tuning(c, workdir, evals, rm_rows, s: _Setup) -> dict:
+  """Every RM row tuned on the tuning episodes (the same count for every family): a stage."""
+  return stage_cache.cached_stage("rail/tuning", c, lambda: rm_scoring.tune(
+      evals, rm_rows, s.tune_keys, s.p_train), workdir)
 
 
-def _evaluation(cache, evals, rm_rows, s: _Setup, tuning, fixed):
-  """(baselines and fixed fares on the held-out episodes, the upper bound per seed)."""
-  hit = cache.get("baselines")
+def _evaluation(c, workdir, evals, rm_rows, s: _Setup, tuning, fixed):
+  """(baselines and fixed fares on the held-out episodes, a stage; the upper bound per seed)."""
   tuned = {k: v["chosen"] for k, v in tuning.items()}
-  base = phases.arrays(hit) if hit is not None else rm_scoring.score(
-      evals, rm_rows, tuned, fixed, s.eval_keys, s.scenarios)
-  cache.put("baselines", base)
+  base = stage_cache.cached_stage("rail/baselines", c, lambda: rm_scoring.score(
+      evals, rm_rows, tuned, fixed, s.eval_keys, s.scenarios), workdir)
   return base, bound.seed_bounds(s.env, s.eval_keys, s.scenarios)
 
 
@@ -158,24 +142,25 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
   cfg_mod.validate(c)
   t0 = time.time()
   os.makedirs(workdir, exist_ok=True)
-  cache, timings, s = phases.PhaseCache(workdir, c), {}, _setup(c)
+  timings, s = {}, _setup(c)
   bar = tqdm(total=5 + len(c.variants), desc="rail_pricing", disable=quick)
   r = {"el_seeds": _timed(timings, "elasticity_s", bar, lambda: calibration.per_seed(  # [S, G]
       s.env, s.p_train, jax.random.fold_in(s.key, 2), c.n_seeds, c.elasticity_episodes))}
   evals, rm_rows = rm_scoring.evaluators(s.env), rm_scoring.rows(c.information,
                                                                   c.pooled_reference)
   r["tuning"] = _timed(timings, "baseline_tuning_s", bar,
-                       lambda: _tuning(cache, evals, rm_rows, s))
+                       lambda: _tuning(c, workdir, evals, rm_rows, s))
   r["nash_lv"], r["nash_conv"], r["mono_lv"] = _timed(
       timings, "competition_s", bar,
       lambda: competition.benchmark_fares(s.env, s.p_train, c.reward_mode))
   # RL: every variant's seeds in one jit, scored at every budget on the tuning episodes
   r["rl"], r["curves"], r["rl_meta"], r["sweep"] = _timed(
       timings, "rl_s", None, lambda: rl_stage.train_variants(
-          c, s.key, s.tune_keys, s.eval_keys, s.scenarios, RULES, cache, bar.update))
+          c, s.key, s.tune_keys, s.eval_keys, s.scenarios, RULES, workdir, bar.update))
   fixed = {"nash": r["nash_lv"], "monopoly": r["mono_lv"]}
   r["base"], r["ub"] = _timed(timings, "evaluation_s", bar,
-                              lambda: _evaluation(cache, evals, rm_rows, s, r["tuning"], fixed))
+                              lambda: _evaluation(c, workdir, evals, rm_rows, s, r["tuning"],
+                                                  fixed))
   rec = _verdicts(c, r)
   bar.update()
   bar.close()
@@ -344,12 +329,13 @@ def _verdicts(c, r: dict) -> dict:
   return {"claims": rows.claims, "comparisons": rows.comp}
 
 
-def main(argv):
-  del argv
-  c = _config()
-  res = run(c, _QUICK.value, _WORKDIR.value)
+def main(e: entry.Entry) -> dict:
+  """The run on the resolved command line (config validated, folders chosen by the library)."""
+  res = run(e.config, e.quick, e.workdir, e.results_dir)
   print(results.verdict_table(res["claims"]))
+  return res
 
 
 if __name__ == "__main__":
-  app.run(main)
+  import configs.rail_pricing as _cfg_mod  # pylint: disable=g-import-not-at-top
+  entry.main(FLAGS, main, validate=_cfg_mod.validate)

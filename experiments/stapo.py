@@ -19,7 +19,8 @@ window W that lets the goal scroll out):
 The measuring stages are `lm.stapo_study`, the tables and figure `lm.stapo_report`; this script
 holds the registered rules (repro's intervals, lr selection, flatness) they call and the claims.
 
-Run from the repo root:  python -m experiments.stapo [--quick] [--config.max_budget=...]
+Run from the repo root:  python -m experiments.stapo [--quick] [--workdir=DIR] [--config.x=...]
+(start-up through jaxrl_suite.repro.entry).
 """
 
 from __future__ import annotations
@@ -31,30 +32,31 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import time  # noqa: E402
 
-from absl import app  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from experiments import cli  # noqa: E402
+from configs import stapo as stapo_config  # noqa: E402
 from jaxrl_suite.core import results as results_lib  # noqa: E402
+from jaxrl_suite.core import stats  # noqa: E402
 from jaxrl_suite.core import tree_io  # noqa: E402
 from jaxrl_suite.lm import stapo_report  # noqa: E402
 from jaxrl_suite.lm import stapo_study as study  # noqa: E402
-from jaxrl_suite.repro import Claim, claim_record, flatness, intervals, selection  # noqa: E402
+from jaxrl_suite.repro import Claim, claim_record, entry, flatness, selection  # noqa: E402
 
 NAME = "stapo"
-_FLAGS = cli.ScriptFlags(NAME, cli.config_path(NAME))
+FLAGS = entry.define_flags(NAME, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "configs", f"{NAME}.py"))
 _show = stapo_report.show
 
 
 def _ci(x) -> list:
-  """[mean, lo, hi]: Student-t 95% CI over seeds (repro.intervals.t_mean); finite values only."""
+  """[mean, lo, hi] over seeds, finite values only: the Student-t 95% CI every LM study reports
+  (core.stats.mean_ci); a single finite value has no interval ([x, -inf, inf]), none is nan."""
   x = np.asarray(x, np.float64)
   x = x[np.isfinite(x)]
-  if not x.size:
-    return [float("nan")] * 3
-  iv = intervals.t_mean(x)
-  return [iv.estimate, iv.lo, iv.hi]
+  if x.size < 2:
+    return [float(x[0]), -np.inf, np.inf] if x.size else [float("nan")] * 3
+  return list(stats.mean_ci(x))
 
 
 # ---- the registered rules the study's stages call (repro; lm/ may not import it) ------------
@@ -70,21 +72,18 @@ def _pick_lr(config):
 
 
 def _last_doubling(scores, budgets) -> flatness.Flatness:
-  from configs import stapo as stapo_config
   return flatness.last_doubling(np.asarray(scores), budgets, stapo_config.SUCCESS_FLAT)
 
 
 # ---- 5. claims (judged by jaxrl_suite.repro) ---------------------------------------------------
 
 def _neglect_rate(x):
-  from configs import stapo as stapo_config
   return np.maximum(np.asarray(x, np.float64), stapo_config.NEGLECT_FLOOR)
 
 
 def judge_claims(config, det: dict, tr: dict, sels: dict) -> list:
   """One row per registered claim (configs/stapo.py `claims`): per-seed samples, the lr
   selections of both methods, and the effect's own budget sweep on validation rollouts."""
-  from configs import stapo as stapo_config
   reg = [Claim.from_dict(d) for d in stapo_config.claims(config.methods)]
   rows = []
   ps = det["per_seed"]
@@ -132,7 +131,6 @@ def _training_row(cl: Claim, tr: dict, sels: dict) -> dict:
 
 def run(config, quick: bool, workdir: str, results_dir=None) -> dict:
   """Every measuring stage (lm.stapo_study), then `report`; returns report's summary."""
-  from configs import stapo as stapo_config
   stapo_config.validate(config)
   t0 = time.time()
   os.makedirs(workdir, exist_ok=True)
@@ -177,16 +175,15 @@ def report(config, quick: bool, measured: dict, results_dir=None) -> dict:
           "budgets": tr["budgets"], "flatness": tr["flat"], "selections": sels}
 
 
-def main(argv):
-  del argv
-  from configs import stapo as stapo_config
-  quick = _FLAGS.quick.value
+def main(e: entry.Entry) -> dict:
+  """The run on the resolved command line (config validated, folders chosen by the library)."""
   # the same program shapes recur (one per lr, budget segment and method): reuse compilations
   jax.config.update("jax_compilation_cache_dir", os.environ.get(
       "JAX_COMPILATION_CACHE_DIR", os.path.join(results_lib.REPO_ROOT, ".jax_cache")))
-  config = cli.config_for(stapo_config, _FLAGS.config.value, quick)
-  cli.run_and_report(run, config, quick, _FLAGS.workdir.value, _FLAGS.results_dir.value)
+  res = run(e.config, e.quick, e.workdir, e.results_dir)
+  print(results_lib.verdict_table(res["claims"]))
+  return res
 
 
 if __name__ == "__main__":
-  app.run(main)
+  entry.main(FLAGS, main, validate=stapo_config.validate)

@@ -127,13 +127,16 @@ def claim(claim: str, paper: str, ours: str, verdict: str, ci95: Sequence[float]
           "ci95": None if ci95 is None else [float(ci95[0]), float(ci95[1])], "detail": detail}
 
 
-def _to_jsonable(x: Any) -> Any:
+def to_jsonable(x: Any) -> Any:
+  """`x` as JSON values, as a record stores it: mappings (str keys), lists (tuples too),
+  ConfigDicts (`to_dict`), numpy / jax arrays (`tolist`; 0-d ones as scalars, their non-finite
+  values left to json.dump), a non-finite float leaf as "inf" / "nan"; other leaves as they are."""
   if isinstance(x, Mapping):
-    return {str(k): _to_jsonable(v) for k, v in x.items()}
+    return {str(k): to_jsonable(v) for k, v in x.items()}
   if isinstance(x, (list, tuple)):
-    return [_to_jsonable(v) for v in x]
+    return [to_jsonable(v) for v in x]
   if hasattr(x, "to_dict"):  # ml_collections.ConfigDict
-    return _to_jsonable(x.to_dict())
+    return to_jsonable(x.to_dict())
   if isinstance(x, (np.ndarray, np.generic)) or type(x).__module__.startswith("jax"):
     arr = np.asarray(x)
     return arr.item() if arr.ndim == 0 else arr.tolist()
@@ -157,12 +160,12 @@ def write_results(name: str, *, mode: str, config: Any, seeds: Sequence[int],
   results_dir = results_dir or output_dir(mode)
   os.makedirs(results_dir, exist_ok=True)
   record = {"schema_version": SCHEMA_VERSION, "name": name, "mode": mode,
-            "config": _to_jsonable(config), "seeds": [int(s) for s in seeds],
-            "provenance": provenance(wall_time_s), "claims": _to_jsonable(list(claims))}
+            "config": to_jsonable(config), "seeds": [int(s) for s in seeds],
+            "provenance": provenance(wall_time_s), "claims": to_jsonable(list(claims))}
   adhoc = adhoc_inputs()
   if adhoc:
     record["adhoc_inputs"] = adhoc   # never summarised (reproduce.load_records skips these)
-  record.update(_to_jsonable(dict(payload or {})))
+  record.update(to_jsonable(dict(payload or {})))
   path = os.path.join(results_dir, f"{name}.json")
   with open(path, "w") as f:
     json.dump(record, f, indent=1, sort_keys=False)

@@ -6,30 +6,22 @@ scorers = {"verifier" | "holistic_rm" | "qa_reader" | "salience": (LMConfig, par
 verifier (claim -> true?), the holistic reward model (caption -> F1), the QA reader (caption,
 question -> answer in [A]) and the salience extractor (prompt -> salient fact, the claim reward's
 recall side). All four see `config.label_budget` labels from the same pool, have the size of
-`config.scorer` and train for `config.scorer_steps` steps; each is cached in `workdir` under a tag
-hashed from every input that shapes it (`cache_tag`), so a re-run reloads it.
+`config.scorer` and train for `config.scorer_steps` steps; each is a stage of the workdir's stage
+cache ("cure/<name>", core.stage_cache) keyed by every input that shapes it, so a re-run reloads
+it.
 quality = `scorer_quality`'s dict of held-out accuracies / errors (floats) and the label budget.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_suite.lm import model as lm_model
 from jaxrl_suite.lm import pretrain as lm_pretrain
 from jaxrl_suite.lm import reward_models as rmod
-
-
-def cache_tag(*parts) -> str:
-  """10 hex digits naming a cached checkpoint: sha1 of `parts` as sorted JSON (str fallback)."""
-  return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
 
 def _makers(config, env, pool, scorer_cfg, progress: bool) -> dict:
@@ -61,18 +53,19 @@ def train_scorers(config, env, params, scorer_cfg, workdir: str,
   pool_params = params.replace(drop_prob=config.pool_drop_prob,
                                halluc_prob=config.pool_halluc_prob)
   task = rmod.CaptionTask(env, params, rmod.make_reward("exact_f1", env))
-  tag = cache_tag(config.env.to_dict(), config.env_params.to_dict(), config.pool_drop_prob,
-                  config.pool_halluc_prob, dataclasses.asdict(scorer_cfg), config.label_budget,
-                  config.scorer_steps, config.scorer_batch, config.scorer_lr, config.seed)
+  shared = {"env": config.env, "env_params": config.env_params,
+            "pool": [config.pool_drop_prob, config.pool_halluc_prob],
+            "label_budget": config.label_budget, "steps": config.scorer_steps,
+            "batch": config.scorer_batch, "lr": config.scorer_lr, "seed": config.seed}
   key = jax.random.fold_in(jax.random.PRNGKey(config.seed), 2)
   pool = rmod.label_pool(task, key, config.label_budget, pool_params)
   out = {}
   for i, (name, (cfg, make)) in enumerate(_makers(config, env, pool, scorer_cfg,
                                                   progress).items()):
-    like = lm_model.init_params(cfg, jax.random.PRNGKey(0))
     k = jax.random.fold_in(key, 10 + i)
-    out[name] = (cfg, lm_pretrain.cached(os.path.join(workdir, f"{name}_{tag}"), like,
-                                         lambda make=make, k=k: make(k)[0])[0])
+    out[name] = (cfg, lm_pretrain.cached_params(
+        f"cure/{name}", dict(shared, model=dataclasses.asdict(cfg), index=i),
+        lambda make=make, k=k: (make(k)[0], {}), workdir)[0])
   return out, scorer_quality(task, jax.random.fold_in(key, 99), pool_params, out,
                              config.label_budget)
 

@@ -1,7 +1,8 @@
 """The CuRe study's stages on SceneCap: captioner, rewards, held-out evaluator, GRPO per reward.
 
   build(config) -> (env, env params, captioner LMConfig, scorer LMConfig)
-  pretrain_captioner(config, env, params, cap_cfg, workdir) -> captioner params (cached)
+  pretrain_captioner(config, env, params, cap_cfg, workdir) -> captioner params (a stage of the
+      workdir's stage cache, core.stage_cache)
   reward_fns(config, env, scorers, names) -> {reward name: fn(x, caption) -> scalar}
   make_evaluator(config, env, params, cap_cfg, fns) -> jit f(params [S, ...], ref, keys [S])
       -> {metric: [S]}
@@ -18,7 +19,6 @@ scores EXACT (never a training reward), "kl" and "sqrt_kl" to the start.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 
 import jax
@@ -32,7 +32,6 @@ from jaxrl_suite.lm import model as lm_model
 from jaxrl_suite.lm import pretrain as lm_pretrain
 from jaxrl_suite.lm import reward_models as rmod
 from jaxrl_suite.lm import sampling
-from jaxrl_suite.lm.cure_scorers import cache_tag
 
 try:  # tqdm is a project dependency, but keep the library importable without it.
   from tqdm.auto import tqdm
@@ -58,12 +57,12 @@ def build(config):
 
 
 def pretrain_captioner(config, env, params, cap_cfg, workdir: str, progress: bool = True):
-  """The start of every GRPO run: the captioner pretrained on the noisy-caption corpus, cached
-  in `workdir` under a tag of everything that shapes it."""
+  """The start of every GRPO run: the captioner pretrained on the noisy-caption corpus, stage
+  "cure/captioner" of the workdir's stage cache, keyed by everything that shapes it."""
   task = rmod.CaptionTask(env, params, rmod.make_reward("exact_f1", env))
-  tag = cache_tag(config.env.to_dict(), config.env_params.to_dict(), dataclasses.asdict(cap_cfg),
-                  config.pretrain_steps, config.pretrain_batch, config.pretrain_lr, config.seed)
-  like = lm_model.init_params(cap_cfg, jax.random.PRNGKey(0))
+  key = {"env": config.env, "env_params": config.env_params, "model": dataclasses.asdict(cap_cfg),
+         "steps": config.pretrain_steps, "batch": config.pretrain_batch,
+         "lr": config.pretrain_lr, "seed": config.seed}
 
   def make():
     p, _ = lm_pretrain.pretrain(cap_cfg, [task], [1.0],
@@ -71,9 +70,9 @@ def pretrain_captioner(config, env, params, cap_cfg, workdir: str, progress: boo
                                 config.pretrain_steps, config.pretrain_batch,
                                 config.pretrain_lr, chunk=max(config.pretrain_steps // 10, 1),
                                 progress=progress)
-    return p
+    return p, {}
 
-  return lm_pretrain.cached(os.path.join(workdir, f"captioner_{tag}"), like, make)[0]
+  return lm_pretrain.cached_params("cure/captioner", key, make, workdir)[0]
 
 
 def noisy_name(eps) -> str:

@@ -2,9 +2,10 @@
 
 Seed i's models of every size form pretraining family i (its own PRNG key
 fold_in(PRNGKey(config.seed), 100 + size index + 1000 family)), so every seed is an independent
-replicate of the study. Each run is an orbax checkpoint in the workdir whose folder name carries
-everything it depends on (task mixture, steps, batch, lr, seed, family), next to a `<path>.json`
-with the cost its run measured (lr, final loss, wall and compile seconds).
+replicate of the study. Each run is a stage of the workdir's stage cache (core.stage_cache,
+through `pretrain.cached_params`) named `pretrain/<size>` and keyed by everything it depends on
+(`pretrain_key`: task mixture, steps, batch, lr, seed, family) and the library; it stores the
+params with the cost its run measured (lr, final loss, wall and compile seconds).
 
 The divergence rule (registered in the study's config): a family whose final loss exceeds
 config.diverge_factor x the best family's (`pretrain.diverged`) is rerun from the same key with
@@ -19,8 +20,6 @@ pretrain_batch, pretrain_lr, diverge_factor, max_reruns); `tasks` is {name: Addi
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from typing import Any
 
@@ -32,15 +31,13 @@ from jaxrl_suite.lm import model as lm_model
 from jaxrl_suite.lm import pretrain as lm_pretrain
 
 
-def checkpoint_path(config, tasks, workdir: str, size: str, f: int, lr: float) -> str:
-  """The orbax folder of family f's run at `size` and `lr`; its name holds every input of the
-  run, so a changed config never loads a stale checkpoint (family 0 has no `_f` suffix, as
-  before families existed)."""
-  tag = "_".join(f"{t.name}{t.num_digits}b{t.bug_rate:g}" for t in tasks.values())
-  steps, batch = config.pretrain_steps[size], config.pretrain_batch[size]
-  mix = "-".join(f"{w:g}" for w in config.mixture)
-  return os.path.join(workdir, f"pretrain_{size}_{tag}_m{mix}_{steps}x{batch}_lr{lr:g}_"
-                               f"s{config.seed}" + (f"_f{f}" if f else ""))
+def pretrain_key(config, tasks, i: int, size: str, f: int, lr: float) -> dict:
+  """Every input of family f's run at `size` (size index i) and `lr`: its stage key, so a
+  changed config never loads stale params."""
+  return {"size": size, "size_index": i, "family": f, "lr": float(lr), "seed": config.seed,
+          "steps": config.pretrain_steps[size], "batch": config.pretrain_batch[size],
+          "mixture": list(config.mixture),
+          "tasks": [[t.name, t.num_digits, t.bug_rate] for t in tasks.values()]}
 
 
 def pretrain_one(config, tasks, workdir: str, i: int, size: str, f: int, lr: float
@@ -51,10 +48,7 @@ def pretrain_one(config, tasks, workdir: str, i: int, size: str, f: int, lr: flo
   "wall_s", "compile_s", "cached"}; a cached run's numbers are those its own run measured.
   """
   cfg = lm_model.FAMILY[size]
-  like = lm_model.init_params(cfg, jax.random.PRNGKey(0))
   steps, batch = config.pretrain_steps[size], config.pretrain_batch[size]
-  path = checkpoint_path(config, tasks, workdir, size, f, lr)
-  info = {"lr": float(lr), "loss_last": None, "wall_s": 0.0, "compile_s": 0.0}
   key = jax.random.fold_in(jax.random.PRNGKey(config.seed), 100 + i + 1000 * f)
 
   def make():
@@ -62,22 +56,12 @@ def pretrain_one(config, tasks, workdir: str, i: int, size: str, f: int, lr: flo
     params, loss = lm_pretrain.pretrain(
         cfg, list(tasks.values()), list(config.mixture), key, steps, batch, lr,
         chunk=max(steps // 10, 1), timing=timing)
-    info.update(loss_last=float(np.mean(loss[-20:])), wall_s=time.time() - t0,
-                compile_s=timing["compile_s"])
-    return params
+    return params, {"lr": float(lr), "loss_last": float(np.mean(loss[-20:])),
+                    "wall_s": time.time() - t0, "compile_s": timing["compile_s"]}
 
-  params, was_cached = lm_pretrain.cached(path, like, make)
-  if was_cached:
-    if not os.path.exists(path + ".json"):
-      raise FileNotFoundError(f"{path}.json (the measured cost of the cached checkpoint "
-                              f"{path}) is missing: delete the checkpoint and rerun")
-    with open(path + ".json") as fh:
-      info.update(json.load(fh))  # wall time and loss measured by the run that filled it
-  else:
-    with open(path + ".json", "w") as fh:
-      json.dump(info, fh)
-  info["cached"] = was_cached
-  return params, info
+  params, info, was_cached = lm_pretrain.cached_params(
+      f"pretrain/{size}", pretrain_key(config, tasks, i, size, f, lr), make, workdir)
+  return params, dict(info, cached=was_cached)
 
 
 def loss_key(info: dict) -> float:

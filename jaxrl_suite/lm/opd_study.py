@@ -301,4 +301,4 @@ def run_task(config, task, family, seed_keys, rules: Rules) -> dict[str, Any]:
   for size in config.sizes:
     run_size(run, size)
   run.out["task_wall_s"] = time.time() - t0
-  return results_lib._to_jsonable(run.out)
+  return results_lib.to_jsonable(run.out)

@@ -5,8 +5,9 @@ only: prompts are random operands) with AdamW and a warmup-cosine schedule. Step
 chunks of `chunk` steps (`lax.scan`) with a tqdm bar between chunks. The batch axis is sharded over
 the mesh axis `data` and parameters are replicated (`jaxrl_suite.core.distributed`).
 
-Checkpoints: `save_params` / `load_params` (orbax, through `jaxrl_suite.core.checkpoint`);
-`cached(...)` is the "train once, reuse from the workdir" helper used by the reproductions.
+Checkpoints: `save_params` / `load_params` (orbax, through `jaxrl_suite.core.checkpoint`).
+`cached_params(name, key, make, workdir)` is the "train once, reuse from the workdir" helper of
+the studies (pretraining, warm starts, learned scorers): a stage of `core.stage_cache`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import optax
 
 from jaxrl_suite.core import checkpoint as core_ckpt
 from jaxrl_suite.core import distributed
+from jaxrl_suite.core import stage_cache
 from jaxrl_suite.lm import model as lm_model
 from jaxrl_suite.lm import tasks as lm_tasks
 
@@ -127,19 +129,18 @@ def load_params(path: str, like: Any) -> Any:
   return core_ckpt.restore_latest(os.path.abspath(path), like)[0]
 
 
-def cached(path: str, like: Any, make: Callable[[], Any]) -> tuple[Any, bool]:
-  """Loads params from `path` if a checkpoint is there, else `make()` and save.
+def cached_params(name: str, key: Any, make: Callable[[], tuple[Any, dict]], workdir: str
+                  ) -> tuple[Any, dict, bool]:
+  """`make()`'s (params, info), trained once: stage `name` of the workdir's stage cache
+  (`core.stage_cache`, keyed by `key`, everything the params depend on, and the library), one
+  npz file (no pickle). A rerun with the same key and library code reads them back.
 
-  Returns (params, was_cached). A corrupted or half-written checkpoint raises
-  `core.checkpoint.CheckpointError` naming the path (delete it and rerun).
+  Returns (params as jax arrays, info, hit): info is the JSON-able dict of what the run that made
+  the params measured (its loss, wall seconds, ...), as stored. A damaged file raises
+  `core.stage_cache.StageCacheError` naming it (delete it and rerun).
   """
-  if os.path.isdir(path):
-    with core_ckpt.Checkpointer(os.path.abspath(path), max_to_keep=1) as ck:
-      if ck.latest_step() is not None:
-        return ck.restore(ck.latest_step(), like), True
-  params = make()
-  save_params(path, params)
-  return params, False
+  r = stage_cache.run_stage(name, key, lambda: dict(zip(("params", "info"), make())), workdir)
+  return jax.tree.map(jnp.asarray, r.value["params"]), r.value["info"], r.hit
 
 
 # ---- the ladder's divergence rule ----------------------------------------------------------------

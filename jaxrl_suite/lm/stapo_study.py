@@ -1,7 +1,8 @@
 """The STAPO study's measuring stages on GoalHouse-v0: warm start, detection, lr sweep, training.
 
   setup(config) -> (env, env params, LMConfig, RolloutConfig)
-  warm_start(config, env, p, cfg, workdir, key) -> (params, info)   cached in workdir
+  warm_start(config, env, p, cfg, workdir, key) -> (params, info)   a stage of the workdir's
+      stage cache (core.stage_cache "stapo/warm_start")
   detection(config, env, p, cfg, rcfg, params, key, ci) -> {"per_seed": [rows], metric: ci(...)}
   lr_sweep(progs, params, key, timing, pick) -> ({method: {lr: success [S]}}, {method: choice})
   train_until_flat(progs, params, lrs, key, timing, last_doubling) -> {"val", "ev", "curves",
@@ -18,9 +19,6 @@ The interval, selection and flatness rules live in jaxrl_suite.repro, which lm/ 
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import time
 from typing import Any, Callable
 
@@ -38,7 +36,7 @@ from jaxrl_suite.lm import token_ppo
 # Budget doubling stops once every flat method's last doubling is in one of these states
 # (the names of repro.flatness.Flatness.state).
 _SWEEP_DONE = ("flat", "degrading")
-# The warm start's cache tag hashes these config fields (plus the env): change one, retrain.
+# The warm start's stage key holds these config fields (plus the env): change one, retrain.
 _WARM_FIELDS = ("ws_episodes", "ws_note_prob", "ws_noisy_share", "ws_noise", "ws_steps",
                 "ws_batch", "ws_lr", "window", "model", "seed")
 
@@ -62,12 +60,9 @@ def method_config(config) -> stapo.MethodConfig:
 
 # ---- 1. warm start -----------------------------------------------------------------------------
 
-def warm_start_path(config, workdir: str) -> str:
-  """The warm start's cache path: a hash of the fields that determine the params."""
-  fields = {k: config[k] for k in _WARM_FIELDS}
-  fields["env"] = config.env.to_dict()
-  tag = hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
-  return os.path.join(os.path.abspath(workdir), f"warm_start_{tag}")
+def warm_start_key(config) -> dict:
+  """What the warm start's params depend on: its stage key (the fields `_WARM_FIELDS`, the env)."""
+  return dict({k: config[k] for k in _WARM_FIELDS}, env=config.env)
 
 
 def _behaviour_clone(config, env, p, cfg, key, info: dict):
@@ -91,21 +86,15 @@ def _behaviour_clone(config, env, p, cfg, key, info: dict):
 
 
 def warm_start(config, env, p, cfg, workdir: str, key):
-  """BC params (cached at `warm_start_path`, info beside them as .json) and the info dict
-  {demo_success, rows, loss_first, loss_last, cached}."""
-  path = warm_start_path(config, workdir)
-  like = lm_model.init_params(cfg, jax.random.PRNGKey(0))
-  info = {}
-  params, hit = lm_pretrain.cached(
-      path, like, lambda: _behaviour_clone(config, env, p, cfg, key, info))
-  if hit and os.path.exists(path + ".json"):
-    with open(path + ".json") as f:
-      info.update(json.load(f))
-  elif not hit:
-    with open(path + ".json", "w") as f:
-      json.dump(info, f)
-  info["cached"] = bool(hit)
-  return params, info
+  """BC params (stage "stapo/warm_start" of the workdir's stage cache, keyed by
+  `warm_start_key`) and the info dict {demo_success, rows, loss_first, loss_last, cached}."""
+  def make():
+    info = {}
+    return _behaviour_clone(config, env, p, cfg, key, info), info
+
+  params, info, hit = lm_pretrain.cached_params("stapo/warm_start", warm_start_key(config),
+                                                make, workdir)
+  return params, dict(info, cached=bool(hit))
 
 
 # ---- 2. detection ------------------------------------------------------------------------------

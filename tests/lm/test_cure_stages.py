@@ -25,12 +25,6 @@ def test_noisy_name_and_eval_steps():
   np.testing.assert_array_equal(cure_study.eval_steps(c), [0, 4, 8, 12])
 
 
-def test_cache_tag_is_stable_and_order_sensitive():
-  a = cure_scorers.cache_tag({"b": 1, "a": 2}, 3)
-  assert a == cure_scorers.cache_tag({"a": 2, "b": 1}, 3) and len(a) == 10
-  assert a != cure_scorers.cache_tag(3, {"a": 2, "b": 1})
-
-
 def test_majority():
   assert cure_scorers._majority(np.array([0, 2, 2, 1]), 4) == 0.5
 

@@ -167,10 +167,28 @@ def test_lm_checkpoint_restores_bit_exactly(tmp_path):
   for a, b in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(restored)):
     assert a.dtype == b.dtype
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-  again, was_cached = lm_pretrain.cached(path, like, lambda: 1 / 0)
-  assert was_cached
-  np.testing.assert_array_equal(jax.tree_util.tree_leaves(again)[0],
-                                jax.tree_util.tree_leaves(params)[0])
+
+
+def test_lm_cached_params_train_once_per_key(tmp_path):
+  """cached_params: a stage of core.stage_cache; the rerun reads the params (jax arrays, same
+  structure, dtypes and values) and the info its first run measured; another key trains."""
+  params = lm_model.init_params(TINY, jax.random.PRNGKey(7))
+  calls = []
+
+  def make():
+    calls.append(1)
+    return params, {"loss_last": 0.5}
+
+  wd = str(tmp_path)
+  first = lm_pretrain.cached_params("lm/tiny", {"seed": 7}, make, wd)
+  again = lm_pretrain.cached_params("lm/tiny", {"seed": 7}, make, wd)
+  assert len(calls) == 1 and not first[2] and again[2] and again[1] == {"loss_last": 0.5}
+  assert jax.tree.structure(again[0]) == jax.tree.structure(params)
+  for a, b in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(again[0])):
+    assert isinstance(b, jax.Array) and a.dtype == b.dtype
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  lm_pretrain.cached_params("lm/tiny", {"seed": 8}, make, wd)
+  assert len(calls) == 2
 
 
 def test_lm_pretraining_reduces_loss():

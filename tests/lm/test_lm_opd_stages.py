@@ -7,6 +7,7 @@ import ml_collections
 import numpy as np
 import pytest
 
+from jaxrl_suite.core import stage_cache
 from jaxrl_suite.lm import opd_ladder, opd_report, opd_study
 from jaxrl_suite.lm import tasks as lm_tasks
 from jaxrl_suite.repro import flatness, selection
@@ -30,11 +31,14 @@ def test_loss_key_puts_missing_and_non_finite_losses_last():
     assert opd_ladder.loss_key({"loss_last": bad}) == float("inf")
 
 
-def test_checkpoint_path_names_every_input_of_the_run():
+def test_pretrain_key_names_every_input_of_the_run():
   c = _config()
-  assert opd_ladder.checkpoint_path(c, TASKS, "/w", "xs", 0, 1e-2) == (
-      "/w/pretrain_xs_carry_add2b0.4_m1_300x64_lr0.01_s3")
-  assert opd_ladder.checkpoint_path(c, TASKS, "/w", "xs", 1, 5e-3).endswith("_lr0.005_s3_f1")
+  assert opd_ladder.pretrain_key(c, TASKS, 0, "xs", 0, 1e-2) == {
+      "size": "xs", "size_index": 0, "family": 0, "lr": 0.01, "seed": 3, "steps": 300,
+      "batch": 64, "mixture": [1.0], "tasks": [["carry_add", 2, 0.4]]}
+  keys = {stage_cache.stage_key(opd_ladder.pretrain_key(c, TASKS, *a), "fp") for a in (
+      (0, "xs", 0, 1e-2), (0, "xs", 1, 1e-2), (0, "xs", 0, 5e-3), (1, "xs", 0, 1e-2))}
+  assert len(keys) == 4                      # family, lr and size index each make another run
 
 
 def _fake_runs(monkeypatch, losses):

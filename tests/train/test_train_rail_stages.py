@@ -1,5 +1,6 @@
 """train/rail: variant names, the RL stage's per-budget bookkeeping (fake evaluator, known
-scores), the fair-chance inputs, the phase cache and the report tables, with known answers."""
+scores), the fair-chance inputs, the stage cache of the variants and the report tables, with
+known answers."""
 
 import types
 
@@ -8,7 +9,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from jaxrl_suite.train.rail import phases, report, rl_stage, sweep_inputs, variants
+from jaxrl_suite.train.rail import report, rl_stage, sweep_inputs, variants
 
 
 def _ci(x):
@@ -78,16 +79,29 @@ def test_sweep_inputs_revenue_and_relative():
   assert rel["budgets"] == [1.0, 2.0] and rel["scale"] == "log_ratio"
 
 
-def test_phase_cache_round_trip_and_config_key(tmp_path):
-  c = ml_collections.ConfigDict(dict(seed=0))
-  cache = phases.PhaseCache(str(tmp_path), c)
-  assert cache.get("tuning") is None
-  cache.put("rl/x", {"curve": np.arange(3.0), "meta": {"mode": "greedy"}})
-  again = phases.PhaseCache(str(tmp_path), c)
-  assert again.get("rl/x") == {"curve": [0.0, 1.0, 2.0], "meta": {"mode": "greedy"}}
-  np.testing.assert_array_equal(phases.arrays({"a": {"b": [1, 2]}})["a"]["b"], [1.0, 2.0])
-  other = phases.PhaseCache(str(tmp_path), ml_collections.ConfigDict(dict(seed=1)))
-  assert other.get("rl/x") is None                             # another config: ignored
+def test_train_variants_are_stages_of_the_workdir_cache(tmp_path, monkeypatch):
+  """A variant trained once is read back (core.stage_cache, keyed by the config) by a rerun,
+  as stored: arrays keep their dtype, the meta its training seconds; another config trains."""
+  calls = []
+
+  def fake(c, name, key, tune_rows, eval_keys, scenarios, rules):
+    calls.append(name)
+    return ({"train_level": {"revenue_total": np.arange(2.0, dtype=np.float32)}},
+            np.ones((2, 3)), {"mode": "greedy"}, {"greedy": np.zeros((2, 1))})
+
+  monkeypatch.setattr(rl_stage, "train_variant", fake)
+  c = ml_collections.ConfigDict(dict(variants=("mappo_rel", "ippo_mlp"), seed=0))
+  keys, ev = jnp.zeros((4, 2), jnp.uint32), jnp.zeros((2, 4, 2), jnp.uint32)
+  first = rl_stage.train_variants(c, None, keys, ev, {}, None, str(tmp_path))
+  again = rl_stage.train_variants(c, None, keys, ev, {}, None, str(tmp_path))
+  assert calls == ["mappo_rel", "ippo_mlp"]
+  for a, b in zip(first, again):
+    chex.assert_trees_all_equal(a, b)
+  out = again[0]["mappo_rel"]["train_level"]["revenue_total"]
+  assert out.dtype == np.float32 and again[2]["ippo_mlp"]["train_s"] >= 0
+  c.seed = 1
+  rl_stage.train_variants(c, None, keys, ev, {}, None, str(tmp_path))
+  assert calls == ["mappo_rel", "ippo_mlp"] * 2
 
 
 def _metrics(rev):

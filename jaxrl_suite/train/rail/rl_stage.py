@@ -1,7 +1,7 @@
 """One RL variant of the rail pricing study on S seeds (vmapped, one jit) over the budget sweep.
 
   train_variant(c, name, key, tune_rows, eval_keys, scenarios, rules) -> (out, curve, meta, sweep)
-  train_variants(c, key, tune_keys, eval_keys, scenarios, rules, cache) -> the same, per variant
+  train_variants(c, key, tune_keys, eval_keys, scenarios, rules, workdir) -> the same, per variant
 
 At every budget of the variant's sweep (variants.budgets; algos/budget_sweep.py runs it, one
 constant-lr run or one lr-decayed run per budget as config.lr_decay says) the greedy and the
@@ -30,8 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_suite.algos import budget_sweep
+from jaxrl_suite.core import stage_cache
 from jaxrl_suite.envs.rail import evaluate
-from jaxrl_suite.train.rail import phases, variants
+from jaxrl_suite.train.rail import variants
 
 MODES = ("greedy", "sampled")
 
@@ -142,26 +143,24 @@ def train_variant(c, name: str, key, tune_rows, eval_keys, scenarios: dict, rule
   return scores.out, curve, _meta(c, scores, sweep, budgets, env_v.num_actions, rules), sweep
 
 
-def train_variants(c, key, tune_keys, eval_keys, scenarios: dict, rules: Rules, cache,
+def train_variants(c, key, tune_keys, eval_keys, scenarios: dict, rules: Rules, workdir: str,
                    on_variant: Callable[[], None] = lambda: None):
-  """Every variant of config.variants through train_variant, or read back from `cache`
-  (phases.PhaseCache: phase "rl/<variant>") when a run with this config already finished it;
-  tune_keys [N, 2] are every seed's tuning keys. Returns dicts {variant: ...} of train_variant's
-  (out, curve, meta with train_s, the training seconds, sweep). on_variant() after each."""
+  """Every variant of config.variants through train_variant, each a stage of the workdir's
+  stage cache (core.stage_cache "rail/rl/<variant>", keyed by the config and the library): a
+  rerun with the same config and code reads a finished variant back instead of training it.
+  tune_keys [N, 2] are every seed's tuning keys. Returns dicts {variant: ...} of
+  train_variant's (out, curve, meta with train_s, the training seconds, sweep), as stored.
+  on_variant() after each."""
   rl, curves, rl_meta, sweep = {}, {}, {}, {}
   tune_rows = jnp.broadcast_to(tune_keys[None], eval_keys.shape)
   for name in c.variants:
-    hit = cache.get(f"rl/{name}")
-    if hit is not None:
-      rl[name], curves[name], rl_meta[name], sweep[name] = (
-          phases.arrays(hit["rl"]), np.asarray(hit["curve"]), hit["meta"],
-          phases.arrays(hit["sweep"]))
-    else:
+    def make(name=name):
       tv = time.time()
-      rl[name], curves[name], rl_meta[name], sweep[name] = train_variant(
-          c, name, key, tune_rows, eval_keys, scenarios, rules)
-      rl_meta[name]["train_s"] = time.time() - tv
-      cache.put(f"rl/{name}", {"rl": rl[name], "curve": curves[name], "meta": rl_meta[name],
-                               "sweep": sweep[name]})
+      out, curve, meta, sw = train_variant(c, name, key, tune_rows, eval_keys, scenarios, rules)
+      meta["train_s"] = time.time() - tv
+      return {"rl": out, "curve": curve, "meta": meta, "sweep": sw}
+    v = stage_cache.cached_stage(f"rail/rl/{name}", c, make, workdir)
+    rl[name], curves[name], rl_meta[name], sweep[name] = (v["rl"], v["curve"], v["meta"],
+                                                          v["sweep"])
     on_variant()
   return rl, curves, rl_meta, sweep
