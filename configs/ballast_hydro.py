@@ -75,12 +75,11 @@ def get_config(arg=None):
   # The 8aad2b7 run (1,811 s wall, rl_gru 1,439 s for 320 updates) had still not flattened at
   # 320 (last doubling -2.67 [-7.05, +2.06] steps): rl_gru now runs to 640 (3,932,160 env steps
   # per seed, ~1,450 s more); the checkpoints up to 320 are the same run's.
-  # The family run (5 seeds, ballast-dependent stability) costs ~17 s per update on the shared
-  # 2-core box (the 3-seed constant-GM run 4.9 s), so 640 updates would take ~3 h: the budget is
-  # 320 updates (1,966,080 env steps per seed), where the 8aad2b7 record's next doubling
-  # (320 -> 640) no longer helped (+1.62 [+0.27, +2.99] steps, worse); the fair-chance rule
-  # reads this run's own last doubling (160 -> 320) on the validation layouts, and a verdict
-  # that needs a flat curve stays inconclusive if it is not.
+  # The family run (5 seeds, ballast-dependent stability) costs 5.7 s per update on the 2-core
+  # box (c8cf7ac: rl_gru 1,828 s for 320 updates), so 640 would add ~30 min; the budget is 320
+  # updates (1,966,080 env steps per seed): the 8aad2b7 record's next doubling (320 -> 640) made
+  # it worse (+1.62 [+0.27, +2.99] steps), and c8cf7ac's last doubling (160 -> 320) is flat on
+  # the validation layouts (-0.009 [-0.042, +0.024] per-seed log change, threshold +-0.05).
   c.budget_updates = (10, 20, 40, 80, 160, 320)
   c.resid_max_updates = 40           # rl_gru_resid's budget: its sweep stops at this checkpoint
   c.chunk_updates = 5                # updates per layout before switching to the next one
