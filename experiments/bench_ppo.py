@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax
-import numpy as np
 from absl import app, flags
 
 from experiments import purejaxrl_style_ppo
-from jaxrl_suite.algos import ppo, rollout
+from jaxrl_suite.algos import bench_workloads, ppo
 from jaxrl_suite.envs import registry
 
 _SEEDS = flags.DEFINE_list("seeds", ["1", "8"], "Numbers of vmapped seeds to time.")
@@ -37,53 +35,14 @@ QUOTED_SPS = {1: 120_000, 8: 148_000}   # purejaxrl on this machine kind, as the
 QUOTED_RETURN = 488.0
 
 
-def _compile(fn, keys):
-  t0 = time.perf_counter()
-  compiled = jax.jit(jax.vmap(fn)).lower(keys).compile()
-  return compiled, time.perf_counter() - t0
-
-
-def _rollout_only(config, env, env_params):
-  """The same number of rollouts as a whole run, with no gradient step: the rollout's cost."""
-  learner = ppo.make_learner(config, env, env_params)
-
-  def run(key):
-    def one(rs, _):
-      carry, key, traj = rollout.collect(learner.agent, rs.train_state.params,
-                                         learner.vec_env, rs.env, rs.key, int(config.num_steps))
-      return rs.replace(env=carry, key=key), traj.reward.sum()
-    return jax.lax.scan(one, learner.init(key), None, learner.num_updates)[1]
-  return run
-
-
 def bench(num_seeds: int, total_timesteps: int, reps: int, agent: str = "mlp") -> dict:
+  """algos/bench_workloads.bench_ppo on CartPole-v1 with purejaxrl's configuration."""
   config = ppo.default_config()
   config.total_timesteps = total_timesteps
   config.agent = agent
   env, env_params = registry.make("CartPole-v1")
-  keys = jax.random.split(jax.random.key(42), num_seeds)
-  ref_keys = jax.random.split(jax.random.PRNGKey(42), num_seeds)
-  ours, ours_compile = _compile(ppo.make_train(config, env, env_params), keys)
-  ref, ref_compile = _compile(purejaxrl_style_ppo.make_train(total_timesteps=total_timesteps),
-                              ref_keys)
-  roll, _ = _compile(_rollout_only(config, env, env_params), keys)
-  best = {"ours": np.inf, "ref": np.inf, "rollout": np.inf}
-  for _ in range(reps):   # interleaved, so a burst of load hits both alike
-    for name, fn, k in (("ours", ours, keys), ("ref", ref, ref_keys), ("rollout", roll, keys)):
-      t0 = time.perf_counter()
-      out = jax.block_until_ready(fn(k))
-      best[name] = min(best[name], time.perf_counter() - t0)
-      if name == "ours":
-        ours_return = np.asarray(out[1]["returned_episode_returns"])[:, -1]
-      elif name == "ref":
-        ref_return = np.asarray(out)[:, -1]
-  steps = num_seeds * ppo.on_policy.num_updates(config) * config.num_envs * config.num_steps
-  return {"seeds": num_seeds, "compile_s": ours_compile, "ref_compile_s": ref_compile,
-          "run_s": best["ours"], "sps": steps / best["ours"], "ref_sps": steps / best["ref"],
-          "rollout_share": best["rollout"] / best["ours"],
-          "final_return_mean": float(ours_return.mean()),
-          "final_return_min": float(ours_return.min()),
-          "ref_return_mean": float(ref_return.mean())}
+  ref = purejaxrl_style_ppo.make_train(total_timesteps=total_timesteps)
+  return bench_workloads.bench_ppo(config, env, env_params, ref, num_seeds, reps)
 
 
 def main(argv):
