@@ -150,7 +150,8 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
                    mode_sel.get("rl_gru"))
   payload = _payload(c, lays, sizes, banks, scores, comp_sel, sweeps, curves, timings)
   payload["rl_mode_selection"] = {v: m.to_dict() for v, m in mode_sel.items()}
-  payload.update({"comparisons": comparisons, "table": table, "diagnosis_f1": diag_table})
+  payload.update({"comparisons": comparisons, "table": table, "diagnosis_f1": diag_table,
+                  "oracle_bound": hydro_tables.oracle_bound(table)})
   path = _write(c, quick, results_dir, payload, claims, time.time() - t0)
   hydro_report.plot(table, sweeps, diag_table, os.path.join(os.path.dirname(path),
                                                             f"{NAME}.png"), c)

@@ -5,6 +5,7 @@
   n_blocked(scores, names) -> int [N]                       blocked pipes per pooled episode
   regime_tables(scores, groups, variants, n_boot) -> (table, comparisons)
   diagnosis_table(diag, scores, groups, variants, n_boot) -> table
+  oracle_bound(table, metric="steps_eff") -> {"cells", "violations", "holds"}
 
 scores {layout: {policy: hydro_scoring.episode_metrics ([N], RL [S, N]), "_n_blocked": [N]}},
 groups {layout: "shipped" | "held_out"}, diag {layout: {variant: {"head" | "reference":
@@ -123,3 +124,24 @@ def diagnosis_table(diag, scores, groups, variants, n_boot: int) -> dict:
                                                               "reference")), n_boot)
       table[group][reg] = row
   return table
+
+
+def oracle_bound(table, metric: str = "steps_eff") -> dict:
+  """Whether the oracle is a bound in a regime table (regime_tables' first output, as the record
+  stores it): in every group x regime, the oracle's mean `metric` is at most each other
+  policy's upper CI end (the same episodes, so "<= every policy's mean, within the CI").
+  Returns {"cells": checked (group, regime, policy) cells, "violations": [[group, regime,
+  policy, oracle mean, policy (mean, lo, hi)]], "holds": no violation}."""
+  cells, bad = 0, []
+  for group, rows in table.items():
+    for regime, row in rows.items():
+      if not isinstance(row, dict) or not row.get("oracle"):
+        continue
+      o = row["oracle"][metric][0]
+      for pol, v in row.items():
+        if pol in ("oracle", "episodes") or not isinstance(v, dict):
+          continue
+        cells += 1
+        if o > v[metric][2]:
+          bad.append([group, regime, pol, float(o), [float(x) for x in v[metric]]])
+  return {"cells": cells, "violations": bad, "holds": not bad}

@@ -15,7 +15,9 @@ the simulation is the episode) and keep the fastest,
 
 steps_eff counting a failed episode at the step limit. By construction it is <= each oracle
 form on every episode; that it is <= every other policy's mean is an empirical property, tested
-(tests/envs/ballast/test_ballast_oracle.py) and checked on every record (`bound_check`).
+(tests/envs/ballast/test_ballast_oracle.py, per episode with `bound_check`) and checked on
+every ballast_hydro record (`hydro_tables.oracle_bound`: per group x regime, the oracle's mean
+at most every policy's upper CI end; the record's "oracle_bound").
 """
 
 from __future__ import annotations

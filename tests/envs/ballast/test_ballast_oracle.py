@@ -70,3 +70,32 @@ def test_bound_check_flags_a_faster_policy():
                           "slow": np.full(40, 25.0)})
   assert not chk["fast"]["bound"] and chk["slow"]["bound"]
   np.testing.assert_allclose(chk["slow"]["mean"], 5.0)
+
+
+def test_oracle_bound_on_a_regime_table_has_known_answers():
+  """hydro_tables.oracle_bound: a policy whose upper CI end is below the oracle's mean is a
+  violation; one whose CI reaches the oracle's mean is not; empty regimes are skipped."""
+  from jaxrl_suite.envs.ballast.hydro_tables import oracle_bound
+  cell = lambda m, lo, hi: {"steps_eff": [m, lo, hi]}
+  table = {"held_out": {
+      "1 blocked": {"episodes": 10, "oracle": cell(10.0, 9.0, 11.0),
+                    "heel_aware": cell(12.0, 11.0, 13.0), "rl": cell(9.5, 9.0, 10.0)},
+      "3 blocked": {"episodes": 0, "oracle": None}}}
+  ok = oracle_bound(table)
+  assert ok["holds"] and ok["cells"] == 2
+  table["held_out"]["1 blocked"]["rl"] = cell(8.0, 7.5, 9.5)
+  bad = oracle_bound(table)
+  assert not bad["holds"] and bad["violations"][0][:3] == ["held_out", "1 blocked", "rl"]
+
+
+def test_the_committed_record_has_the_oracle_as_a_bound():
+  """results/ballast_hydro.json (full mode): the multi-pump oracle is a bound in every group x
+  regime x policy cell of the committed record (issue #37 item 1)."""
+  import json
+  import os
+  from jaxrl_suite.envs.ballast.hydro_tables import oracle_bound
+  path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "results", "ballast_hydro.json")
+  with open(path) as f:
+    rec = json.load(f)
+  chk = oracle_bound(rec["table"])
+  assert chk["cells"] >= 60 and chk["holds"], chk["violations"]
