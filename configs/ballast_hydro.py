@@ -220,18 +220,23 @@ _COMP = {"heel_aware": ("the heel-aware replanner", "the better of heel_replan w
          "replan": ("the plain replanner (B-replan, heel ignored)", "none (a fixed rule)")}
 
 
+def _steps_ratio(cid: str, text: str, paper: str, reference: str, **rule) -> dict:
+  """A claim on rl_gru's steps_eff / a reference's on the blocked episodes (per RL seed)."""
+  return dict(id=cid, text=text, paper=paper,
+              statistic=f"per RL seed, mean steps_eff of rl_gru / mean steps_eff of {reference} "
+                        "on the episodes with >= 1 blocked pipe, pooled over the group's "
+                        "layouts, as a log-ratio",
+              unit="seed x episode", better="lower", scale="log_ratio", **rule)
+
+
 def _steps(group: str) -> dict:
   who, sel = _COMP["heel_aware"]
-  return dict(
-      id=f"ballast_hydro.rl_vs_heel_aware_32_{group}.v1",
-      text=f"RL needs 32% fewer decision steps than Dijkstra when pipes are blocked (vs {who}, "
-           f"{_GROUPS[group]})",
-      paper="'beats Dijkstra by 32% on decision steps when pipes get blocked' (blog claim)",
-      statistic="per RL seed, mean steps_eff of rl_gru / mean steps_eff of the comparator on "
-                "the episodes with >= 1 blocked pipe, pooled over the group's layouts, as a "
-                "log-ratio",
-      unit="seed x episode", kind="superiority", better="lower", scale="log_ratio", size=0.68,
-      fair_chance=True, flat_delta=FLAT_DELTA,
+  return _steps_ratio(
+      f"ballast_hydro.rl_vs_heel_aware_32_{group}.v1",
+      f"RL needs 32% fewer decision steps than Dijkstra when pipes are blocked (vs {who}, "
+      f"{_GROUPS[group]})",
+      "'beats Dijkstra by 32% on decision steps when pipes get blocked' (blog claim)",
+      "the comparator", kind="superiority", size=0.68, fair_chance=True, flat_delta=FLAT_DELTA,
       why=f"size 0.68: the blog's '32% fewer decision steps' as a ratio of means; {_FLAT_WHY}",
       selection=f"comparator: {sel}; RL: its action mode (greedy / sampled) by mean steps_eff "
                 "on the training layouts' blocked episodes, the last budget's policy (no "
@@ -241,15 +246,12 @@ def _steps(group: str) -> dict:
 def _vs_heel_blind(group: str) -> dict:
   # v1 of this id was a superiority claim against the heel-blind replanner, which crosses the
   # heel limit in most episodes (a strawman, issue #37): v2 reports the ratio without a verdict.
-  return dict(
-      id=f"ballast_hydro.rl_vs_replan_{group}.v2",
-      text=f"RL's decision steps relative to the heel-blind replanner (B-replan, which ignores "
-           f"the heel limit) when pipes are blocked ({_GROUPS[group]})",
-      paper="context for the blog's '32% fewer decision steps than Dijkstra'",
-      statistic="per RL seed, mean steps_eff of rl_gru / mean steps_eff of B-replan on the "
-                "episodes with >= 1 blocked pipe, pooled over the group's layouts, as a "
-                "log-ratio",
-      unit="seed x episode", kind="descriptive", better="lower", scale="log_ratio",
+  return _steps_ratio(
+      f"ballast_hydro.rl_vs_replan_{group}.v2",
+      f"RL's decision steps relative to the heel-blind replanner (B-replan, which ignores the "
+      f"heel limit) when pipes are blocked ({_GROUPS[group]})",
+      "context for the blog's '32% fewer decision steps than Dijkstra'", "B-replan",
+      kind="descriptive",
       why="descriptive: B-replan ignores stability and fails most blocked episodes at the heel "
           "limit, so beating it says nothing about routing; the heel-aware replanner is the "
           "comparator of the 32% claim",
