@@ -292,7 +292,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
   """Checks a learner config (and its agent's sub-config) before anything is compiled.
 
   The learner does not know which environments exist (algos/ never imports envs/): a driver
-  that resolves `config.env_name` checks it too (`jaxrl_suite.train.validate_run_config`).
+  that resolves `config.env_name` checks it too (`jaxrl_suite.train.host.validate_run_config`).
 
   Raises:
     ValueError: naming the first bad field and what would be valid.

@@ -11,8 +11,8 @@ Every registered environment goes to one of three trainers:
   token_ppo   lm/token_ppo: token-level PPO of a small decoder LM on a text environment (dict
               observations of token blocks, actions token sequences)
 
-The host loop (`jaxrl_suite.train.run_training`) sees any of them as a `Plan`: init, run a chunk
-of n updates, the number of updates and the env steps per update. Its chunks, checkpoints,
+The host loop (`jaxrl_suite.train.host.run_training`) sees any of them as a `Plan`: init, run a
+chunk of n updates, the number of updates and the env steps per update. Its chunks, checkpoints,
 resume, Ctrl-C and metrics are the same for all three.
 """
 

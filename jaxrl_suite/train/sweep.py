@@ -219,7 +219,7 @@ def trial_config(trial: Trial):
 def validate_trials(trials: Sequence[Trial]) -> None:
   """Checks every trial's config before launching anything (one bad point would otherwise fail
   late, in its own process). Raises ValueError naming the trial and the field."""
-  from jaxrl_suite.train import validate_run_config
+  from jaxrl_suite.train.host import validate_run_config
   for t in trials:
     try:
       validate_run_config(trial_config(t))

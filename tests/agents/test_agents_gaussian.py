@@ -57,14 +57,14 @@ def test_train_cli_trains_pendulum_with_the_gaussian_agent(tmp_path):
   """Pendulum-v1 (Box actions) through the CLI's training path: the default mlp agent is
   switched to the Gaussian one, the run finishes and logs finite returns."""
   import json
-  from jaxrl_suite import train
   from jaxrl_suite.algos import ppo
+  from jaxrl_suite.train import host
   config = ppo.default_config()
   config.env_name = "Pendulum-v1"
   config.total_timesteps, config.num_envs, config.num_steps = 2048, 4, 128
-  train._pick_box_agent(config)
+  host._pick_box_agent(config)
   assert config.agent == "gaussian"
-  _, done = train.run_training(config, str(tmp_path), progress=False)
+  _, done = host.run_training(config, str(tmp_path), progress=False)
   assert done == 4
   rows = [json.loads(l) for l in open(tmp_path / "metrics.jsonl")]
   assert all(np.isfinite(r["loss"]) for r in rows if "loss" in r)

@@ -15,7 +15,7 @@ from jaxrl_suite import train
 from jaxrl_suite.core import cli
 from jaxrl_suite.envs import registry
 from jaxrl_suite.envs.text import base as text_base
-from jaxrl_suite.train import hydro, routes, text
+from jaxrl_suite.train import host, hydro, routes, text
 
 
 def test_every_registered_environment_has_a_trainer():
@@ -149,7 +149,7 @@ def test_every_on_policy_env_traces_one_update_from_its_default_config(name):
   import jax
   config = train.default_config("ppo", name)
   config.env_name = name
-  train._pick_box_agent(config)
+  host._pick_box_agent(config)
   config.update(dict(num_envs=2, num_steps=4, num_minibatches=1, total_timesteps=8))
   train.validate_run_config(config)
   plan = train.make_plan(config)
