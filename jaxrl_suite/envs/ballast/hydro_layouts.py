@@ -11,7 +11,7 @@ enough (`plannable`). Layouts are dicts as generator.generate_layout returns the
 "gen{seed}"; the scan is deterministic in seed0. `family_layouts` scans the parameterised family
 (family.py: ring with crossovers, split mains, branch trees, pipe resistances) instead, along
 the key stream of one split (group 0 training, 1 validation, 2 held-out: family.split_keys'
-streams, so the three sets never share a key); its layouts are named "{prefix}{j}" after their
+streams, so the three sets never share a key); its layouts are named "{group}{j}" after their
 index j in that stream.
 """
 

@@ -75,23 +75,23 @@ def mode_scores(ev, train, rl_params, variants, key, max_steps: int, min_blocked
                 ) -> dict[str, dict[str, list[float]]]:
   """{variant: {"greedy" | "sampled": per-seed mean steps_eff [S]}} on the training layouts'
   bank episodes with >= min_blocked blocked pipes (the headline's regime; training data only),
-  train = [(env, params, report)] (hydro_banks.Banks.train), each bank played with keys
-  split(fold_in(key, layout index), bank size). RL's action mode is chosen on these."""
+  train = [(env, params, report)] (hydro_banks.Banks.train), each whole bank played with keys
+  split(fold_in(key, layout index), bank size) and masked afterwards, so every layout (same
+  bank size) runs the one compiled evaluator. RL's action mode is chosen on these."""
   out: dict[str, dict[str, list[float]]] = {}
   for var in variants:
     per_mode = {}
     for mode in ("greedy", "sampled"):
       sums, counts = 0.0, 0
       for j, (_, p, _) in enumerate(train):
-        keep = np.nonzero(np.asarray(p.bank.n_blocked) >= min_blocked)[0]
-        if not keep.size:
-          continue
-        ks = jax.random.split(jax.random.fold_in(key, j), int(p.bank.vol0.shape[0]))[keep]
+        n = int(p.bank.vol0.shape[0])
+        keep = np.asarray(p.bank.n_blocked) >= min_blocked
         tb = A.make_tables(p, var == "rl_gru_resid", ev.api)
-        res = jax.device_get(rl_evaluator(ev, mode)(p, (rl_params[var], tb), jnp.asarray(keep),
-                                                     ks))
-        sums = sums + eff_steps(res, max_steps).sum(-1)
-        counts += keep.size
+        res = jax.device_get(rl_evaluator(ev, mode)(
+            p, (rl_params[var], tb), jnp.arange(n), jax.random.split(jax.random.fold_in(key, j),
+                                                                     n)))
+        sums = sums + eff_steps(res, max_steps)[:, keep].sum(-1)
+        counts += int(keep.sum())
       per_mode[mode] = (np.asarray(sums, np.float64) / max(counts, 1)).tolist()
     out[var] = per_mode
   return out
