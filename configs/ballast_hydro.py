@@ -260,9 +260,9 @@ def _vs_heel_blind(group: str) -> dict:
 
 def _violations(group: str) -> dict:
   return dict(
-      id=f"ballast_hydro.rl_fewer_heel_violations_{group}.v1",
-      text=f"RL crosses the stability limits (heel, GM) less often than the heel-aware "
-           f"replanner ({_GROUPS[group]}, all regimes)",
+      id=f"ballast_hydro.rl_fewer_limit_violations_{group}.v2",
+      text=f"RL crosses the ship's limits (heel, GM, trim, draught) less often than the "
+           f"heel-aware replanner ({_GROUPS[group]}, all regimes)",
       paper="issue #21: where RL could help under the heel limit",
       statistic="per RL seed, rl_gru's violation rate minus the heel-aware replanner's on the "
                 "same episodes, pooled over the group's layouts",

@@ -28,8 +28,8 @@
    choices are made on the training layouts' episodes with >= 1 blocked pipe, the headline's
    regime.
 
-Decision steps: an episode that fails (heel limit crossed, or plan not done in the step limit)
-counts at the step limit (`steps_eff`); raw steps are reported too. CIs: percentile bootstrap
+Decision steps: an episode that fails (a limit crossed: heel, GM, trim or draught; or the plan
+not done in the step limit) counts at the step limit (`steps_eff`); raw steps are reported too. CIs: percentile bootstrap
 over episodes (and, for RL, seeds x episodes, resampled jointly; comparisons paired by episode).
 
 Diagnosis (after each RL episode, on the edges that episode exercised): the RL head's predicted
@@ -222,7 +222,7 @@ def _group_claims(reg, scores, diag, names, group, sweep, comp_sel, mode_sel) ->
                              sweep=sweep if base == "heel_aware" else None,
                              selection=sels if base == "heel_aware" else mode_sel))
   v_rl, v_ha = cat("rl_gru", "violated"), cat("heel_aware", "violated")[0]
-  rows.append(claim_record(reg[f"ballast_hydro.rl_fewer_heel_violations_{group}.v1"],
+  rows.append(claim_record(reg[f"ballast_hydro.rl_fewer_limit_violations_{group}.v2"],
                            v_rl.tolist(), [v_ha.tolist()] * v_rl.shape[0], sweep=sweep,
                            selection=sels))
   dcat = lambda src: [x[:, blk] for x in hydro_tables.pool_counts(diag, names, "rl_gru",

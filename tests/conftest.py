@@ -34,7 +34,9 @@ jax.config.update("jax_compilation_cache_dir", _CACHE)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
 
-settings.register_profile("ci", max_examples=25, deadline=None,
+# derandomize: the same examples on every run, so that a CI verdict does not depend on the draw
+# (a property found false locally with random examples is kept as an explicit case)
+settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci")
 

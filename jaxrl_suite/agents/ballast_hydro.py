@@ -17,8 +17,10 @@ Action int32[P]: one command per pump slot, chosen autoregressively (slot p sees
   route, transfer flag, length, plan-order job flag, source/sink levels, volume still to give /
   need, shares of the route's edges confirmed good / exercised, and the heel after this step
   (slot p: after the earlier slots' predicted moves) with its band [lo, hi] over the route's
-  delivery between 0 and v_max, in heel-limit units, and whether that band stays inside the
-  limit (the heel-aware replanner's admissibility test, as a feature, not a rule).
+  delivery between 0 and v_max, in heel-limit units, the least room the bands of trim and
+  draughts leave to their limits (trim in trim-limit units, draughts in m), and whether every
+  band stays inside its limits (the limit-aware replanner's admissibility test, as a feature,
+  not a rule).
 
 GRU input: [global features (heel, trim, time, #open jobs, evidence summary, last ratios),
 pooled head-0 route embeddings]; V = MLP([h, pooled]).
@@ -65,8 +67,9 @@ from jaxrl_suite.agents.interface import Agent, Eval, Step
 from jaxrl_suite.core import losses
 from jaxrl_suite.core.initializers import orthogonal
 
-N_ROUTE_FEAT = 18
-N_GLOB = 12
+N_ROUTE_FEAT = 19
+N_DYN = 5                     # route features that depend on the earlier slots' commands
+N_GLOB = 13
 N_STEP = 10
 N_EDGE_SCALAR = 10            # edge features before the edge-kind one-hot
 R_CLIP = 10.0
@@ -97,15 +100,17 @@ def make_tables(env_params, resid: bool, api) -> Tables:
 
 class Pre(NamedTuple):
   """Param-free per-observation quantities shared by the heads (one observation)."""
-  base: jax.Array     # [K, N_ROUTE_FEAT - 4] static route features
+  base: jax.Array     # [K, N_ROUTE_FEAT - N_DYN] static route features
   v: jax.Array        # [K] predicted m3 this step
   v_max: jax.Array    # [K] clear-pipe m3 this step
   score: jax.Array    # [K] replanner score (lower = better)
   free: jax.Array     # [K] useful and moving water
-  heel: jax.Array     # () deg
+  q: jax.Array        # [5] limited quantities now (heel deg, trim m, draughts fwd/aft/mean m)
   step: jax.Array     # [N_STEP] GRU input features
   edge: jax.Array     # [E, N_EDGE_SCALAR + n_kinds] diagnosis-head edge features
-  dheel: jax.Array    # [K] heel deg per m3 moved along each route, at the sounded fills
+  rates: jax.Array    # [K, 5] change of q per m3 moved along each route, at the sounded fills
+  lim_lo: jax.Array   # [5] admissible range of q (margins taken off)
+  lim_hi: jax.Array   # [5]
 
 
 class Head(NamedTuple):
@@ -123,8 +128,9 @@ def observe(tb: Tables, obs: jax.Array) -> Pre:
   f = tb.api.split_obs(obs, p)
   v_max, v, score, useful, job = tb.api.predicted_moves(bp, f)
   good, _, _, n_contain, _ = tb.api.evidence(f, bp)
-  # the heel per m3 the heel-aware replanner uses (same physics: ballast-dependent GM)
-  dheel = tb.api.route_dheel(bp, f) if tb.api.route_dheel is not None else bp.dheel
+  # the limits as the limit-aware replanner predicts them (same physics: ballast-dependent GM)
+  q, rates, lim_lo, lim_hi = tb.api.limit_tables(bp, f)
+  dheel = rates[:, 0]
   re = p.route_edges.astype(jnp.float32)
   n_e = jnp.maximum(re.sum(-1), 1.0)
   step_vol = jnp.maximum(p.pump_rate[p.route_pump] * p.dt_h, 1.0)
@@ -143,7 +149,6 @@ def observe(tb: Tables, obs: jax.Array) -> Pre:
       re @ (f["exercised"] > 0.5).astype(jnp.float32) / n_e,
       jnp.clip(dheel * v_max / p.heel_limit, -3.0, 3.0),
       p.route_pump.astype(jnp.float32) / MAX_PUMPS], -1)
-  heel = f["heel"][0] * p.heel_limit
   n_open = jnp.sum(f["need_fill"] + f["need_drain"])
   em = f["edge_mask"] > 0.5
   n_live = jnp.maximum(jnp.sum(f["last_info"] > -1), 1.0)
@@ -155,7 +160,15 @@ def observe(tb: Tables, obs: jax.Array) -> Pre:
       jnp.sum(f["last_pumped"]) / MAX_PUMPS,
       jnp.mean(jnp.abs(f["dlevel"]) * f["tank_mask"])])
   free = useful & (v > 0.5)
-  return Pre(base, v, v_max, score, free, heel, step, edge_features(tb, f), dheel)
+  return Pre(base, v, v_max, score, free, q, step, edge_features(tb, f), rates, lim_lo, lim_hi)
+
+
+def other_room(pre: Pre, lo, hi) -> jax.Array:
+  """[...] the least room bands [lo, hi] ([..., 5]) leave to the trim and draught limits:
+  trim in units of its admissible half-range, draughts in m; negative = a limit crossed."""
+  unit = jnp.concatenate([jnp.ones(1), jnp.maximum(pre.lim_hi[1:2], 1e-3), jnp.ones(3)])
+  room = jnp.minimum(pre.lim_hi - hi, lo - pre.lim_lo) / unit
+  return jnp.clip(jnp.min(room[..., 1:], -1), -1.0, 1.0)
 
 
 def edge_features(tb: Tables, f) -> jax.Array:
@@ -179,10 +192,11 @@ def edge_features(tb: Tables, f) -> jax.Array:
   return (ef * em[:, None]).astype(jnp.float32)
 
 
-def head_feats(tb: Tables, pre: Pre, slot: int, taken: jax.Array, heel, lo, hi,
+def head_feats(tb: Tables, pre: Pre, slot: int, taken: jax.Array, q, lo, hi,
                n_slots: int) -> Head:
   """Candidates and features of pump slot `slot` given the routes already taken (bool[K]
-  mask of routes compatible with every earlier live command) and the heel so far."""
+  mask of routes compatible with every earlier live command) and the limited quantities so
+  far: q [5] predicted, [lo, hi] [5] their bands."""
   bp = tb.bp
   p = bp.env
   K, P = p.route_mask.shape[-1], p.pump_rate.shape[-1]
@@ -191,12 +205,14 @@ def head_feats(tb: Tables, pre: Pre, slot: int, taken: jax.Array, heel, lo, hi,
   key = jnp.where(cand, pre.v, -jnp.inf)
   _, order = jax.lax.top_k(key, n_slots)
   ok = cand[order]
-  dh = pre.dheel * pre.v_max
-  h_after = heel + pre.dheel * pre.v
-  hi_k, lo_k = hi + jnp.maximum(dh, 0.0), lo + jnp.minimum(dh, 0.0)
-  admissible = jnp.maximum(hi_k, -lo_k) <= lim - bp.margin
-  dyn = jnp.stack([jnp.clip(h_after / lim, -3, 3), jnp.clip(hi_k / lim, -3, 3),
-                   jnp.clip(lo_k / lim, -3, 3), admissible.astype(jnp.float32)], -1)
+  heel = q[0]
+  dq = pre.rates * pre.v_max[:, None]
+  h_after = heel + pre.rates[:, 0] * pre.v
+  hi_k, lo_k = hi + jnp.maximum(dq, 0.0), lo + jnp.minimum(dq, 0.0)
+  admissible = jnp.all((hi_k <= pre.lim_hi) & (lo_k >= pre.lim_lo), -1)
+  dyn = jnp.stack([jnp.clip(h_after / lim, -3, 3), jnp.clip(hi_k[:, 0] / lim, -3, 3),
+                   jnp.clip(lo_k[:, 0] / lim, -3, 3), other_room(pre, lo_k, hi_k),
+                   admissible.astype(jnp.float32)], -1)
   route = jnp.concatenate([pre.base, dyn], -1)[order] * ok[:, None]
   adm_slot = admissible[order] & ok
   s = pre.score[order]
@@ -218,7 +234,7 @@ def head_feats(tb: Tables, pre: Pre, slot: int, taken: jax.Array, heel, lo, hi,
   resid_noop = jnp.where(any_work | ((slot == 0) & ~work_any_pump), -R_CLIP, 0.0)
   slot_oh = jax.nn.one_hot(slot, MAX_PUMPS)
   glob = jnp.concatenate([jnp.stack([
-      heel / lim, hi / lim, lo / lim, jnp.float32(slot < P) * p.pump_mask[min(slot, P - 1)],
+      heel / lim, hi[0] / lim, lo[0] / lim, other_room(pre, lo, hi), jnp.float32(slot < P) * p.pump_mask[min(slot, P - 1)],
       ok.sum() / n_slots, any_adm.astype(jnp.float32), jnp.float32(slot > 0),
       jnp.sum(~taken & p.route_mask) / jnp.maximum(p.route_mask.sum(), 1.0),
       pre.step[2]]), slot_oh])
@@ -301,23 +317,23 @@ def make_actor(cfg, tb: Tables):
   K, P = p.route_mask.shape[-1], p.pump_rate.shape[-1]
   M = min(int(cfg.slots), K)
   obs_b = jax.vmap(observe, in_axes=(None, 0))
-  head_b = jax.vmap(lambda pre, s, taken, heel, lo, hi: head_feats(tb, pre, s, taken, heel, lo,
-                                                                   hi, M),
+  head_b = jax.vmap(lambda pre, s, taken, q, lo, hi: head_feats(tb, pre, s, taken, q, lo, hi,
+                                                                M),
                     in_axes=(0, None, 0, 0, 0, 0))
 
   def act_rows(params, h, obs, reset, key, greedy: bool = False):
     pre = obs_b(tb, obs)
     B = obs.shape[0]
     taken = jnp.ones((B, K), bool)
-    heel, lo, hi = pre.heel, pre.heel, pre.heel
-    hd0 = head_b(pre, 0, taken, heel, lo, hi)
+    q, lo, hi = pre.q, pre.q, pre.q
+    hd0 = head_b(pre, 0, taken, q, lo, hi)
     h, y, pool = net.apply(params, h, pre.step, hd0, reset, method=HydroNet.core)
     value = net.apply(params, y, pool, method=HydroNet.value)
     heads, slots, cmds, lp = [], [], [], jnp.zeros(B)
     hd = hd0
     for s in range(P):
       if s:
-        hd = head_b(pre, s, taken, heel, lo, hi)
+        hd = head_b(pre, s, taken, q, lo, hi)
       lg = net.apply(params, y, hd, tb.resid_on, method=HydroNet.logits)
       key, k = jax.random.split(key)
       slot = jnp.argmax(lg, -1) if greedy else jax.random.categorical(k, lg)
@@ -325,12 +341,13 @@ def make_actor(cfg, tb: Tables):
       k_r = _take(hd.slot_route, slot)
       live = k_r < K
       kk = jnp.minimum(k_r, K - 1)
-      dh_k = jnp.take_along_axis(pre.dheel, kk[:, None], 1)[:, 0]
-      dh = dh_k * jnp.take_along_axis(pre.v_max, kk[:, None], 1)[:, 0]
-      v_k = jnp.take_along_axis(pre.v, kk[:, None], 1)[:, 0]
-      heel = jnp.where(live, heel + dh_k * v_k, heel)
-      hi = jnp.where(live, hi + jnp.maximum(dh, 0.0), hi)
-      lo = jnp.where(live, lo + jnp.minimum(dh, 0.0), lo)
+      r_k = jnp.take_along_axis(pre.rates, kk[:, None, None], 1)[:, 0]          # [B, 5]
+      dq = r_k * jnp.take_along_axis(pre.v_max, kk[:, None], 1)
+      v_k = jnp.take_along_axis(pre.v, kk[:, None], 1)
+      on = live[:, None]
+      q = jnp.where(on, q + r_k * v_k, q)
+      hi = jnp.where(on, hi + jnp.maximum(dq, 0.0), hi)
+      lo = jnp.where(on, lo + jnp.minimum(dq, 0.0), lo)
       taken = taken & jnp.where(live[:, None], p.pair_ok[kk, :K], True)
       heads.append(hd)
       slots.append(slot)
@@ -365,8 +382,8 @@ def make_agent(cfg, tb: Tables) -> Agent:
     b = obs.shape[0]
     pre = jax.vmap(observe, in_axes=(None, 0))(tb, obs)
     K = tb.bp.env.route_mask.shape[-1]
-    hd = jax.vmap(lambda pr: head_feats(tb, pr, 0, jnp.ones(K, bool), pr.heel, pr.heel,
-                                        pr.heel, min(int(cfg.slots), K)))(pre)
+    hd = jax.vmap(lambda pr: head_feats(tb, pr, 0, jnp.ones(K, bool), pr.q, pr.q, pr.q,
+                                        min(int(cfg.slots), K)))(pre)
     return net.init(key, initial_carry(b), pre.step, hd, jnp.ones(b, bool), tb.resid_on,
                     pre.edge)
 
@@ -398,8 +415,8 @@ def make_agent(cfg, tb: Tables) -> Agent:
   def value(params, carry, obs):
     pre = jax.vmap(observe, in_axes=(None, 0))(tb, obs)
     K = tb.bp.env.route_mask.shape[-1]
-    hd = jax.vmap(lambda pr: head_feats(tb, pr, 0, jnp.ones(K, bool), pr.heel, pr.heel,
-                                        pr.heel, min(int(cfg.slots), K)))(pre)
+    hd = jax.vmap(lambda pr: head_feats(tb, pr, 0, jnp.ones(K, bool), pr.q, pr.q, pr.q,
+                                        min(int(cfg.slots), K)))(pre)
     _, y, pool = net.apply(params, carry, pre.step, hd, jnp.zeros(obs.shape[0], bool),
                            method=HydroNet.core)
     return net.apply(params, y, pool, method=HydroNet.value)
@@ -436,7 +453,7 @@ def make_diagnose(cfg):
     p = tb.bp.env
     K = p.route_mask.shape[-1]
     pre = observe(tb, obs)
-    hd = head_feats(tb, pre, 0, jnp.ones(K, bool), pre.heel, pre.heel, pre.heel,
+    hd = head_feats(tb, pre, 0, jnp.ones(K, bool), pre.q, pre.q, pre.q,
                     min(int(cfg.slots), K))
     _, y, _ = net.apply(params, h, pre.step, hd, jnp.array(False), method=HydroNet.core)
     d = net.apply(params, y, pre.edge, method=HydroNet.diagnose)

@@ -189,7 +189,7 @@ def test_residual_never_prefers_a_route_through_a_known_failure(direct10):
   pump0 = np.asarray(p.route_pump) == 0
   taken = jnp.ones(K, bool)
   M = min(CFG.slots, K)
-  h = pre.heel
+  h = pre.q
   hd = A.head_feats(tb, pre, 0, taken, h, h, h, M)
   assert bool(hd.slot_mask[:-1].any())                            # pump 0 has candidates
   assert float(hd.resid[-1]) == -A.R_CLIP and float(hd.resid[:-1].max()) == 0.0

@@ -70,5 +70,5 @@ def test_claim_rows_have_known_answers():
   # same head and reference counts: the diagnosis is non-inferior
   assert by_id["ballast_hydro.diagnosis_noninferior_shipped.v1"]["verdict"] == "reproduced"
   # no violations on either side: no difference shown, and the sweep is flat
-  v = by_id["ballast_hydro.rl_fewer_heel_violations_held_out.v1"]
+  v = by_id["ballast_hydro.rl_fewer_limit_violations_held_out.v2"]
   assert v["verdict"] != "reproduced"

@@ -69,11 +69,13 @@ class HydroApi(NamedTuple):
   evidence: Callable             # (fields, bp) -> (good, chat, cand, n_contain, edge_count)
   reference_diagnosis: Callable  # (obs [D], HydroParams) -> bool[E] predicted clogged edges
   n_edge_kinds: int
-  route_dheel: Callable = None   # (bp, fields) -> [K] heel deg per m3 at the sounded fills
+  limit_tables: Callable         # (bp, fields) -> (q [5], rates [K, 5], lo [5], hi [5]): the
+                                 # limited quantities (hydro_baselines.LIMITS) now, per m3
+                                 # along each route, and their admissible ranges
 
 
 def hydro_api() -> HydroApi:
   return HydroApi(split_obs=P.split_hydro_obs, make_baseline=HB.make_hydro_baseline,
                   predicted_moves=HB.predicted_moves, evidence=B.evidence,
                   reference_diagnosis=D.reference_diagnosis_hydro,
-                  n_edge_kinds=len(EDGE_KINDS), route_dheel=HB.route_dheel)
+                  n_edge_kinds=len(EDGE_KINDS), limit_tables=HB.limit_tables)

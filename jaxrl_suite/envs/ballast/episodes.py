@@ -13,11 +13,13 @@ cargo moments, hidden clogs) for one layout:
      accepted only if finishable (2, 3).
   2. Plan: 2-5 tanks change by 200-800 m3 (fill or deballast), plus with probability 0.5 one
      listed transfer pair; the cargo moments make the plan end upright and at even trim; the
-     start heel must lie within heel_init_max (default half the heel limit). Each job must keep
-     a route that avoids the blocked edges.
+     start heel must lie within heel_init_max (default half the heel limit), the start trim
+     within half the ship's trim limit, and the start's and the target's draughts within the
+     draught limits (stability.ship_limits). Each job must keep a route that avoids the
+     blocked edges.
   3. Finishable: the heel-aware oracle (hydro_baselines, true clogs, one route at a time,
-     noiseless soundings) must complete the plan within the step limit without crossing the
-     heel limit; candidates it fails are rejected and counted.
+     noiseless soundings) must complete the plan within the step limit without crossing a
+     limit (heel, GM, trim, draught); candidates it fails are rejected and counted.
   The report gives, per #blocked stratum, candidates drawn, rejections (no route / oracle failed)
   and accepted episodes, plus counts per regime (none / 1 blocked / >=2 blocked / partial only).
 """
@@ -29,6 +31,8 @@ from typing import Any, Callable, Mapping
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from jaxrl_suite.envs.ballast import stability as S
 
 DEFAULT_PRIOR = {"p_blocked": [0.3, 0.4, 0.2, 0.1], "p_partial": [0.6, 0.3, 0.1],
                  "partial_lo": 0.15, "partial_hi": 0.5}
@@ -68,9 +72,25 @@ def draw_clog(rng: np.random.Generator, g: Mapping[str, np.ndarray], prior, n_bl
   return clog
 
 
+def plan_within_limits(vol0, target, g, hydro, limits) -> bool:
+  """The start trim within half the trim limit, the start's and the target's draughts
+  (stability.condition's equations; the plan ends at even trim) within the draught limits."""
+  T = int(g["n_tanks"])
+  rho, lcf, L = hydro["rho_t_per_m3"], hydro["lcf_m"], limits["length"]
+  trim0 = rho * np.sum((vol0[:T] - target[:T]) * (g["lcg"][:T] - lcf)) / (
+      100.0 * hydro["mctc_tm_per_cm"])
+  ok = abs(trim0) <= 0.5 * limits["trim_max"]
+  for vol, trim in ((vol0, trim0), (target, 0.0)):
+    mean = limits["draught0"] + rho * np.sum(vol[:T]) / (100.0 * limits["tpc"])
+    ends = (mean + trim * (0.5 * L - lcf) / L, mean - trim * (0.5 * L + lcf) / L)
+    ok &= mean >= limits["draught_min"] and max(ends) <= limits["draught_max"]
+  return bool(ok)
+
+
 def draw_plan(rng: np.random.Generator, g: Mapping[str, np.ndarray], hydro: Mapping[str, float],
-              heel_init_max: float, tries: int = 200):
-  """(vol0[T], target[T], m_heel0, m_trim0) with |start heel| <= heel_init_max (deg)."""
+              heel_init_max: float, tries: int = 200, limits: Mapping[str, float] | None = None):
+  """(vol0[T], target[T], m_heel0, m_trim0) with |start heel| <= heel_init_max (deg) and,
+  given the ship's `limits` (stability.ship_limits), plan_within_limits."""
   T_pad = g["cap"].shape[0]
   T = int(g["n_tanks"])
   cap, tcg, lcg = g["cap"][:T], g["tcg"][:T], g["lcg"][:T]
@@ -102,11 +122,14 @@ def draw_plan(rng: np.random.Generator, g: Mapping[str, np.ndarray], hydro: Mapp
         vol0[t] = a + rng.random() * (cap[t] - a)
         target[t] = vol0[t] - a
     m0 = rho * np.sum((vol0 - target) * tcg)   # start heel moment (plan ends upright)
-    if abs(m0) <= m_lim:
+    if abs(m0) <= m_lim and (limits is None or plan_within_limits(vol0, target, g, hydro,
+                                                                   limits)):
       pad = lambda x: np.pad(x, (0, T_pad - T)).astype(np.float32)
       return (pad(vol0), pad(target), float(-rho * np.sum(target * tcg)),
               float(-rho * np.sum(target * (lcg - lcf))))
-  raise ValueError(f"no plan with start heel <= {heel_init_max} deg in {tries} draws")
+  raise ValueError(f"no plan with start heel <= {heel_init_max} deg" +
+                   (" within the trim and draught limits" if limits else "") +
+                   f" in {tries} draws")
 
 
 def jobs_routable(g, vol0, target, clog, tol: float) -> bool:
@@ -162,6 +185,7 @@ def make_bank(layout: Mapping[str, Any], graph: Mapping[str, np.ndarray], params
   rng = np.random.default_rng(seed)
   prior = layout_prior(layout)
   hydro = layout["hydrostatics"]
+  limits = S.ship_limits(layout) if params.stab is not None else None
   heel0 = 0.5 * float(params.heel_limit) if heel_init_max is None else heel_init_max
   want = quotas(n, prior["p_blocked"])
   check = oracle_check(params) if check is None else check
@@ -176,7 +200,7 @@ def make_bank(layout: Mapping[str, Any], graph: Mapping[str, np.ndarray], params
       batch = []
       while len(batch) < m_batch:
         stats["drawn"] += 1
-        vol0, target, mh, mt = draw_plan(rng, graph, hydro, heel0)
+        vol0, target, mh, mt = draw_plan(rng, graph, hydro, heel0, limits=limits)
         try:
           clog = draw_clog(rng, graph, prior, b)
         except ValueError as err:

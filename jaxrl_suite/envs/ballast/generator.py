@@ -23,7 +23,8 @@ draws a plausible container-ship ballast system:
     the condition with every tank half full (all slack), from which the empty-tank GM the
     layout stores follows by stability.py's equations (`_gm_empty`): without it a 150 m ship
     with 20,000 m3 of slack tanks would float at negative GM; pump rates 500-1,500 m3/h, rated
-    heads 20-35 m.
+    heads 20-35 m; length_m = L, TPC from a water-plane coefficient of 0.80, and a load-line
+    draught (max_draught_m) leaving room for 75-95% of the full ballast load.
 
 Every generated layout passes `layout.validate_layout` and `routes.build_routes(..., "auto")`
 (a hypothesis test draws seeds).
@@ -82,6 +83,7 @@ def generate_layout(rng: np.random.Generator | int, n_tanks: int | None = None,
   disp = 1.025 * L * beam * draught * 0.65
   gm = float(rng.uniform(1.0, 2.0))
   hull_h = draught * 1.6                   # depth to the main deck
+  tpc = 1.025 * 0.80 * L * beam / 100.0    # t/cm, water-plane coefficient 0.80
   nodes = [{"name": "SEA", "type": "sea"}]
   pumps = [f"BP{i + 1}" for i in range(n_pumps)]
   nodes += [{"name": p, "type": "pump"} for p in pumps]
@@ -160,6 +162,13 @@ def generate_layout(rng: np.random.Generator | int, n_tanks: int | None = None,
     transfers = [["FPT", "APT"], ["APT", "FPT"]]
     if heel_pair:
       transfers += [["HP", "HS"], ["HS", "HP"]]
+  pump_rates = [round(float(rng.uniform(500, 1500)), 0) for _ in pumps]
+  heads = [round(float(rng.uniform(20, 35)), 1) for _ in pumps]
+  # the assigned load line leaves room for a share of the full ballast load (the rest is cargo):
+  # a plan that fills before it drains can push an end draught past it (drawn last, so that the
+  # earlier draws, and so the family's pipes and tanks, are those of the layouts before it)
+  load_line_room = (1.025 * float(rng.uniform(0.75, 0.95)) * sum(t["capacity"] for t in tanks)
+                    / (100.0 * tpc))
   return {
       "name": name or f"gen_{main}{n_tanks}_p{n_pumps}_x{n_cross}",
       "description": "procedurally generated (generator.py)",
@@ -169,7 +178,9 @@ def generate_layout(rng: np.random.Generator | int, n_tanks: int | None = None,
                        "kg_m": round(draught, 2),
                        "mctc_tm_per_cm": round(disp * 2.2 / 100.0, 1),
                        "lcf_m": round(-0.015 * L, 2), "rho_t_per_m3": 1.025,
-                       "draught_m": round(draught, 2)},
-      "pump_rate_m3h": [round(float(rng.uniform(500, 1500)), 0) for _ in pumps],
-      "hydraulics": {"pump_head_m": [round(float(rng.uniform(20, 35)), 1) for _ in pumps]},
+                       "draught_m": round(draught, 2), "length_m": round(L, 1),
+                       "tpc_t_per_cm": round(tpc, 1),
+                       "max_draught_m": round(draught + load_line_room, 2)},
+      "pump_rate_m3h": pump_rates,
+      "hydraulics": {"pump_head_m": heads},
   }

@@ -14,12 +14,15 @@ they were. What changes (docs/ballast.md, "BallastHydro"):
         c = 2K        NOOP
     A command on another pump's route, a padded route, or one sharing a pipe with an earlier
     slot's command is ignored (NOOP); `pair_ok` tells a policy which pairs are allowed.
-  * Stability (stability.py): displacement, KG, free-surface correction and fluid GM follow
-    the tank fills; heel = atan(M_heel / (Delta GM)), trim = M_trim / (100 MCTC).
-    |heel| <= heel_limit (2 deg, configurable) and GM >= gm_min (0.15 m) must hold during the
-    whole operation: a step that breaks either ends the episode as a failure (with
-    heel_terminates) and success requires it never happened. The observation carries GM / GM0.
-    (params.stab None: the linear model of BallastNet-v0, constant Delta GM, no GM limit.)
+  * Stability (stability.py): displacement, KG, free-surface correction, fluid GM and the
+    draughts follow the tank fills; heel = atan(M_heel / (Delta GM)), trim = M_trim /
+    (100 MCTC), draughts from the sinkage (TPC) and the trim. The limits |heel| <= heel_limit
+    (2 deg, configurable), GM >= gm_min (0.15 m), |trim| <= the ship's trim limit and the
+    draught limits (stability.ship_limits) must hold during the whole operation: a step that
+    breaks any ends the episode as a failure (with heel_terminates) and success requires it
+    never happened; `broke` keeps which (stability.HEEL | GM | TRIM | DRAUGHT). The
+    observation carries GM / GM0 and the draughts. (params.stab None: the linear model of
+    BallastNet-v0, constant Delta GM, the heel limit only.)
   * Episodes come from a bank generated per layout (episodes.py): per-layout clog prior with
     the documented P(#blocked) exactly, every episode finishable by the heel-aware oracle
     within the step limit (checked at generation). Reset draws a bank index uniformly.
@@ -27,12 +30,12 @@ they were. What changes (docs/ballast.md, "BallastHydro"):
     mains with hundreds of routes and 20-tank ships load.
 
 Plan task: per-tank targets, moves stop at the setpoints (fill valves close at the target
-level, v1 semantics), success when every |vol - target| < tol and the heel limit held.
+level, v1 semantics), success when every |vol - target| < tol and every limit held.
 Evidence (no flow sensors) is v1's shared belief update with ratio = observed volume /
 nominal volume, the nominal being the same hydraulics with clear pipes.
 
 Reward: -1 per step + gamma Phi(s') - Phi(s) (Phi = -sum|vol - target| / (rate_0 dt)) +
-success_bonus * success - violation_pen * [heel limit first exceeded this step].
+success_bonus * success - violation_pen * [a limit first exceeded this step].
 """
 
 from __future__ import annotations
@@ -59,8 +62,9 @@ from jaxrl_suite.envs.ballast.routes import F_MAX
 @struct.dataclass
 class HydroState(environment.EnvState):
   """vol/target [T] m3, clog [E] hidden, cargo moments, soundings, last commands [P] (2K =
-  NOOP), evidence (as BallastNet-v0), max |heel| deg, violated (heel limit exceeded at some
-  step), energy kWh, success, bank index, time."""
+  NOOP), evidence (as BallastNet-v0), max |heel| deg, violated (a limit exceeded at some
+  step), broke (int32 bit mask of the limits exceeded so far, stability.HEEL | GM | TRIM |
+  DRAUGHT), energy kWh, success, bank index, time."""
   vol: jax.Array
   target: jax.Array
   clog: jax.Array
@@ -80,6 +84,7 @@ class HydroState(environment.EnvState):
   fail_ptr: jax.Array
   max_heel: jax.Array
   violated: jax.Array
+  broke: jax.Array
   energy_kwh: jax.Array
   success: jax.Array
   episode: jax.Array
@@ -96,13 +101,16 @@ def decode(cmd, pump_slot: int, params: HydroParams):
 
 
 def heel_trim_gm(vol, m_heel0, m_trim0, params: HydroParams):
-  """(heel deg, trim m, GM m, unstable bool): stability.condition with params.stab, else the
-  linear model (constant Delta GM, GM = params.gm, never unstable)."""
+  """(heel deg, trim m, GM m, draught[3] m (forward, aft, mean), broke int32 bit mask of the
+  limits exceeded, stability.breaks): stability.condition with params.stab, else the linear
+  model (constant Delta GM, GM = params.gm, draughts 0, the heel limit only)."""
   if params.stab is None:
     heel, trim = heel_trim(vol, m_heel0, m_trim0, params)
-    return heel, trim, jnp.asarray(params.gm, jnp.float32), jnp.array(False)
+    broke = jnp.where(jnp.abs(heel) > params.heel_limit, S.HEEL, 0).astype(jnp.int32)
+    return heel, trim, jnp.asarray(params.gm, jnp.float32), jnp.zeros(3), broke
   c = S.condition(vol, m_heel0, m_trim0, params)
-  return c.heel, c.trim, c.gm, c.gm < params.gm_min
+  draught = jnp.stack([c.draught_fwd, c.draught_aft, c.draught])
+  return c.heel, c.trim, c.gm, draught, S.breaks(c, params)
 
 
 class BallastHydro(environment.Environment[HydroState, HydroParams]):
@@ -146,7 +154,7 @@ class BallastHydro(environment.Environment[HydroState, HydroParams]):
     T, E, P = params.cap.shape[-1], params.edge_mask.shape[-1], params.pump_rate.shape[-1]
     vol0 = b.vol0[idx]
     level = (vol0 + params.sigma_level * params.cap * jax.random.normal(key, (T,)))
-    heel, _, _, unstable = heel_trim_gm(vol0, b.m_heel0[idx], b.m_trim0[idx], params)
+    heel, _, _, _, broke = heel_trim_gm(vol0, b.m_heel0[idx], b.m_trim0[idx], params)
     K = params.route_mask.shape[-1]
     state = HydroState(
         vol=vol0, target=b.target[idx], clog=b.clog[idx], m_heel0=b.m_heel0[idx],
@@ -156,7 +164,7 @@ class BallastHydro(environment.Environment[HydroState, HydroParams]):
         exercised=jnp.zeros(E, bool), fail_sets=jnp.zeros((F_MAX, E), bool),
         fail_kind=jnp.zeros(F_MAX, jnp.int32), fail_route=jnp.full(F_MAX, -1, jnp.int32),
         fail_ptr=jnp.int32(0), max_heel=jnp.abs(heel),
-        violated=(jnp.abs(heel) > params.heel_limit) | unstable, energy_kwh=jnp.zeros(()),
+        violated=broke != 0, broke=broke, energy_kwh=jnp.zeros(()),
         success=jnp.array(False), episode=jnp.asarray(idx, jnp.int32), time=0)
     return self.get_obs(state, params), state
 
@@ -245,8 +253,8 @@ class BallastHydro(environment.Environment[HydroState, HydroParams]):
       ev = update_evidence(ev, ks[p], valid[p], ratio, informative, params)
       ratios.append(ratio)
       infos.append(informative)
-    heel, trim, gm, unstable = heel_trim_gm(vol, state.m_heel0, state.m_trim0, params)
-    over = (jnp.abs(heel) > params.heel_limit) | unstable
+    heel, trim, gm, draught, broke = heel_trim_gm(vol, state.m_heel0, state.m_trim0, params)
+    over = broke != 0
     violated = state.violated | over
     done_plan = jnp.all((jnp.abs(vol - state.target) < params.tol) | ~params.tank_mask)
     success = done_plan & ~violated
@@ -255,6 +263,7 @@ class BallastHydro(environment.Environment[HydroState, HydroParams]):
         last_info=jnp.stack(infos), good=ev[0], chat=ev[1], exercised=ev[2], fail_sets=ev[3],
         fail_kind=ev[4], fail_route=ev[5], fail_ptr=ev[6],
         max_heel=jnp.maximum(state.max_heel, jnp.abs(heel)), violated=violated,
+        broke=state.broke | broke,
         energy_kwh=state.energy_kwh + energy.sum(), success=success, time=state.time + 1)
     phi0 = self._potential(state.vol, state.target, params)
     phi1 = jnp.where(success, 0.0, self._potential(vol, state.target, params))
@@ -262,8 +271,8 @@ class BallastHydro(environment.Environment[HydroState, HydroParams]):
         -1.0 + params.gamma * phi1 - phi0 + params.success_bonus * success -
         params.violation_pen * (over & ~state.violated))
     terminated = success | (violated & params.heel_terminates) | done_plan
-    info = {"success": success, "heel": heel, "trim": trim, "gm": gm, "dv": dv, "energy_kwh": energy,
-            "violated": violated, "cmd": cmd}
+    info = {"success": success, "heel": heel, "trim": trim, "gm": gm, "draught": draught,
+            "dv": dv, "energy_kwh": energy, "violated": violated, "broke": new.broke, "cmd": cmd}
     return self.get_obs(new, params), new, reward.astype(jnp.float32), terminated, info
 
   def _potential(self, vol, target, params: HydroParams):
@@ -275,7 +284,7 @@ class BallastHydro(environment.Environment[HydroState, HydroParams]):
     T, E, P = params.cap.shape[-1], params.edge_mask.shape[-1], params.pump_rate.shape[-1]
     K = params.route_mask.shape[-1]
     cap = jnp.where(params.tank_mask, params.cap, 1.0)
-    heel, trim, gm, _ = heel_trim_gm(state.vol, state.m_heel0, state.m_trim0, params)
+    heel, trim, gm, draught, _ = heel_trim_gm(state.vol, state.m_heel0, state.m_trim0, params)
     need_fill = (state.target - state.vol > params.tol) & params.tank_mask
     need_drain = (state.vol - state.target > params.tol) & params.tank_mask
     live = state.last_cmd < 2 * K
@@ -288,7 +297,7 @@ class BallastHydro(environment.Environment[HydroState, HydroParams]):
         "last_route": params.route_edges[k_last] & live[:, None],
         "last_pumped": live & (state.last_cmd < K), "last_ratio": state.last_ratio,
         "last_info": state.last_info, "heel": heel[None] / params.heel_limit,
-        "trim": trim[None], "gm": gm[None] / params.gm, "time": jnp.array([state.time / params.max_steps_in_episode]),
+        "trim": trim[None], "gm": gm[None] / params.gm, "draught": draught, "time": jnp.array([state.time / params.max_steps_in_episode]),
         "good": state.good, "chat": state.chat, "exercised": state.exercised,
         "edge_mask": params.edge_mask, "fail_sets": state.fail_sets,
         "fail_kind": state.fail_kind, "fail_route": state.fail_route,

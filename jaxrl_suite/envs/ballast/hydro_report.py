@@ -52,15 +52,18 @@ def _regime_lines(table) -> list[str]:
   lines = []
   for group, rows in table.items():
     lines += [f"## {group.replace('_', '-')} layouts", "",
-              "| regime | episodes | policy | steps_eff | steps | hours | success | heel limit "
-              "crossed | energy kWh |", "|---|---|---|---|---|---|---|---|---|"]
+              "| regime | episodes | policy | steps_eff | steps | hours | success | a limit "
+              "crossed (heel / GM / trim / draught) | energy kWh |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for reg, row in rows.items():
       for pol, st in row.items():
         if pol == "episodes":
           continue
+        kinds = " / ".join(f"{st[f'broke_{k}'][0]:.3f}" if st.get(f"broke_{k}") else "-"
+                           for k in ("heel", "gm", "trim", "draught"))
         lines.append(f"| {reg} | {row['episodes']} | {pol} | {fmt(st['steps_eff'])} | "
                      f"{fmt(st['steps'])} | {fmt(st['hours'], True)} | "
-                     f"{fmt(st['success'], True)} | {fmt(st['violated'], True)} | "
+                     f"{fmt(st['success'], True)} | {fmt(st['violated'], True)} ({kinds}) | "
                      f"{fmt(st['energy_kwh'])} |")
     lines.append("")
   return lines
@@ -68,7 +71,7 @@ def _regime_lines(table) -> list[str]:
 
 def _sweep_lines(c, payload) -> list[str]:
   lines = ["## Budget sweep (validation layouts, greedy policy)", "",
-           "| variant | updates | episodes | steps_eff | success | heel limit crossed |",
+           "| variant | updates | episodes | steps_eff | success | a limit crossed |",
            "|---|---|---|---|---|---|"]
   for var, sw in payload["sweep"].items():
     for s in sw:
@@ -127,7 +130,7 @@ def _tradeoff_axis(ax, group, table) -> None:
     x = st["violated"]
     plotting.errorbar_ci(ax, [x[0]], [st["steps_eff"]], xerr=[[x[0] - x[1]], [x[2] - x[0]]],
                          fmt="o", label=pol)
-  ax.set_xlabel("share of episodes crossing the heel limit")
+  ax.set_xlabel("share of episodes crossing a limit (heel, GM, trim, draught)")
   ax.set_ylabel("decision steps (failure = step limit)")
   ax.set_title(f"stability / steps, {group.replace('_', '-')} layouts")
   ax.legend(fontsize=7)

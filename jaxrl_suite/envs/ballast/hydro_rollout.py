@@ -2,7 +2,8 @@
 
 `make_hydro_evaluate(env, policy, num_steps)` returns evaluate(env_params, policy_params, idx[N],
 keys[N]) -> dict of per-episode arrays: steps (decision steps until the episode ended, or the
-limit), success, violated (heel limit exceeded at some step), max_heel (deg), energy_kwh,
+limit), success, violated (a limit exceeded at some step), broke (int32 bit mask of the limits
+exceeded, stability.HEEL | GM | TRIM | DRAUGHT), max_heel (deg), energy_kwh,
 plan_done (every tank at its target, heel aside), n_blocked, exercised [N, E], final_obs [N, D],
 final_carry (the policy's carry when the episode ended; () for a memoryless policy).
 Paired episodes: the same (idx, key) gives the same plan, clogs and sounding noise to every
@@ -48,6 +49,7 @@ def make_hydro_evaluate_recurrent(env: BallastHydro, step: Callable, carry0: Any
     (obs, state, h, _, steps, _), _ = jax.lax.scan(body, init, jax.random.split(ks, num_steps))
     plan_done = jnp.all((jnp.abs(state.vol - state.target) < params.tol) | ~params.tank_mask)
     return {"steps": steps, "success": state.success, "violated": state.violated,
+            "broke": state.broke,
             "max_heel": state.max_heel, "energy_kwh": state.energy_kwh, "plan_done": plan_done,
             "n_blocked": params.bank.n_blocked[idx], "exercised": state.exercised,
             "final_obs": obs, "final_carry": h}

@@ -9,7 +9,7 @@
   exercised_counts(pred, out, p, idx) -> {"tp"|"fp"|"fn"|"tn"|"exact": [S, N]}
 
 `out` is an evaluator's output (hydro_rollout.make_hydro_evaluate[_recurrent], host arrays):
-steps, success, violated, max_heel, energy_kwh [..., N], exercised [..., N, E], final_obs
+steps, success, violated, broke, max_heel, energy_kwh [..., N], exercised [..., N, E], final_obs
 [..., N, O]. ev_base(p, policy, idx [N], keys [N, 2]) plays a baseline policy on bank episodes
 idx with keys; episodes are paired across policies by (bank index, key).
 """
@@ -22,6 +22,7 @@ import numpy as np
 
 from jaxrl_suite.envs.ballast import hydro_baselines as HB
 from jaxrl_suite.envs.ballast import oracle as OR
+from jaxrl_suite.envs.ballast import stability as S
 from jaxrl_suite.envs.ballast.diagnosis import confusion
 
 BASELINES = ("oracle", "replan", "heel_replan_1", "heel_replan_multi")
@@ -41,7 +42,16 @@ def episode_metrics(out, max_steps: int, dt_h: float) -> dict[str, np.ndarray]:
           "success": np.asarray(out["success"], np.float64),
           "violated": np.asarray(out["violated"], np.float64),
           "max_heel": np.asarray(out["max_heel"], np.float64),
-          "energy_kwh": np.asarray(out["energy_kwh"], np.float64)}
+          "energy_kwh": np.asarray(out["energy_kwh"], np.float64),
+          **broken_limits(out)}
+
+
+def broken_limits(out) -> dict[str, np.ndarray]:
+  """{"broke_<limit>": float64 [..., N] 1 where the episode exceeded that limit} for the limits
+  of stability.LIMIT_BITS, from the evaluator's `broke` mask (zeros where it has none)."""
+  broke = np.asarray(out.get("broke", np.zeros(np.shape(out["success"]), np.int32)))
+  return {f"broke_{name}": ((broke & bit) != 0).astype(np.float64)
+          for name, bit in S.LIMIT_BITS.items()}
 
 
 def _baseline(p, b: str):

@@ -25,7 +25,8 @@ REGIME_ROWS = (("0 blocked", lambda nb: nb == 0), ("1 blocked", lambda nb: nb ==
                ("2 blocked", lambda nb: nb == 2), ("3 blocked", lambda nb: nb == 3),
                (">=1 blocked", lambda nb: nb >= 1), ("all", lambda nb: nb >= 0))
 DIAG_ROWS = ((">=1 blocked", lambda nb: nb >= 1), ("all", lambda nb: nb >= 0))
-METRICS = ("steps_eff", "steps", "hours", "success", "violated", "energy_kwh")
+METRICS = ("steps_eff", "steps", "hours", "success", "violated", "energy_kwh", "broke_heel",
+           "broke_gm", "broke_trim", "broke_draught")
 POLICIES = ("oracle", "replan", "heel_replan_1", "heel_replan_multi", "heel_aware")
 
 

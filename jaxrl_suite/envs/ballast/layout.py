@@ -13,7 +13,8 @@ A layout is a JSON object::
    "hydraulics": {...}, "clog_prior": {...}, "description": str   (optional)}
 
 Optional keys, units and plausible ranges are in `schema.py` (tanks may give z_bottom_m and
-height_m, hydrostatics draught_m, edges diameter_m; `hydraulics` holds pump and pipe data for
+height_m, hydrostatics draught_m, kg_m and the ship's length / TPC / trim and draught limits
+(stability.ship_limits), edges diameter_m; `hydraulics` holds pump and pipe data for
 the hydraulic model, `clog_prior` overrides the documented clog prior for this layout). The
 loader is strict: unknown or misspelt keys, wrong types, non-finite or implausible values and
 duplicate pipes are errors naming the file and the field.

@@ -220,7 +220,7 @@ def hydro_obs_fields(T: int, E: int, P: int) -> list[tuple[str, tuple[int, ...]]
   return [("level", (T,)), ("target", (T,)), ("dlevel", (T,)), ("need_fill", (T,)),
           ("need_drain", (T,)), ("tank_mask", (T,)), ("last_route", (P, E)),
           ("last_pumped", (P,)), ("last_ratio", (P,)), ("last_info", (P,)), ("heel", (1,)),
-          ("trim", (1,)), ("gm", (1,)), ("time", (1,)), ("good", (E,)), ("chat", (E,)), ("exercised", (E,)),
+          ("trim", (1,)), ("gm", (1,)), ("draught", (3,)), ("time", (1,)), ("good", (E,)), ("chat", (E,)), ("exercised", (E,)),
           ("edge_mask", (E,)), ("fail_sets", (F, E)), ("fail_kind", (F,)), ("fail_route", (F,)),
           ("clog_revealed", (E,))]
 

@@ -36,7 +36,9 @@ TANK_KEYS = {"node": (True, "str"), "capacity": (True, "num"), "lcg": (True, "nu
 HYDRO_KEYS = {"displacement_t": (True, "num"), "gm_m": (True, "num"),
               "mctc_tm_per_cm": (True, "num"), "lcf_m": (True, "num"),
               "rho_t_per_m3": (True, "num"), "draught_m": (False, "num"),
-              "kg_m": (False, "num")}
+              "kg_m": (False, "num"), "length_m": (False, "num"),
+              "tpc_t_per_cm": (False, "num"), "trim_limit_m": (False, "num"),
+              "min_draught_m": (False, "num"), "max_draught_m": (False, "num")}
 # Pump and pipe data for the hydraulic model (hydraulics.py); every key optional, defaults there.
 HYDRAULICS_KEYS = {"pump_head_m": (False, "list"), "shutoff_ratio": (False, "num"),
                    "pump_efficiency": (False, "num"), "pipe_diameter_m": (False, "num"),
@@ -53,7 +55,9 @@ RANGES = {
     "height_m": (0.3, 40.0), "breadth_m": (0.3, 80.0), "kg_m": (0.5, 60.0),
     "displacement_t": (500.0, 600000.0), "gm_m": (0.05, 15.0),
     "mctc_tm_per_cm": (5.0, 20000.0), "lcf_m": (-100.0, 100.0), "rho_t_per_m3": (0.99, 1.04),
-    "draught_m": (0.5, 25.0), "pump_rate_m3h": (10.0, 10000.0), "pump_head_m": (3.0, 150.0),
+    "draught_m": (0.5, 25.0), "length_m": (20.0, 500.0), "tpc_t_per_cm": (1.0, 500.0),
+    "trim_limit_m": (0.05, 20.0), "min_draught_m": (0.0, 25.0), "max_draught_m": (0.5, 30.0),
+    "pump_rate_m3h": (10.0, 10000.0), "pump_head_m": (3.0, 150.0),
     "shutoff_ratio": (1.01, 2.0), "pump_efficiency": (0.2, 0.95),
     "pipe_diameter_m": (0.05, 1.5), "friction_factor": (0.005, 0.1),
     "valve_loss_coeff": (0.0, 50.0), "route_minor_loss_coeff": (0.0, 100.0),

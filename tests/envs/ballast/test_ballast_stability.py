@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 from jaxrl_suite.envs.ballast import stability as S
 from jaxrl_suite.envs.ballast.hydro_env import BallastHydro, EpisodeBank, hydro_params
@@ -72,7 +72,10 @@ def _pad(v):
 @given(st.lists(st.floats(0.0, 1.0), min_size=NT, max_size=NT), st.floats(-2e4, 2e4),
        st.floats(-2e5, 2e5))
 def test_condition_matches_float64_reference(fills, mh, mt):
-  vol = np.asarray(fills) * G["cap"][:NT]
+  # at a slack threshold itself float32 and float64 may round the fill to either side
+  f = np.asarray(fills)
+  assume(np.min(np.abs(f[:, None] - np.array([S.SLACK_LO, S.SLACK_HI]))) > 1e-4)
+  vol = f * G["cap"][:NT]
   c = COND(jnp.asarray(_pad(vol), jnp.float32), mh, mt)
   heel, trim, gm, delta = _np_condition(vol, mh, mt)
   np.testing.assert_allclose(float(c.displacement), delta, rtol=1e-5)
@@ -114,6 +117,11 @@ def test_moving_water_to_starboard_heels_to_starboard(fills, pick, amount):
   moved = vol.copy()
   moved[i] -= a
   moved[j] += a
+  # a tank pressed full or stripped by the move loses its free surface: GM rises and the heel
+  # can fall although the moment grew (right, and tested elsewhere); keep the slack status
+  cap = G["cap"][:NT]
+  slack = lambda v: (v / cap > S.SLACK_LO) & (v / cap < S.SLACK_HI)
+  assume(bool(np.all(slack(vol) == slack(moved))))
   h0 = float(COND(jnp.asarray(_pad(vol), jnp.float32), 0.0, 0.0).heel)
   h1 = float(COND(jnp.asarray(_pad(moved), jnp.float32), 0.0, 0.0).heel)
   assert h1 > h0
@@ -178,8 +186,8 @@ def test_linear_model_when_stab_is_none():
   """params.stab None keeps BallastNet-v0's linear heel (constant Delta GM)."""
   from jaxrl_suite.envs.ballast.hydro_env import heel_trim_gm
   vol = jnp.asarray(_pad(0.3 * G["cap"][:NT]), jnp.float32)
-  heel, _, gm, unstable = heel_trim_gm(vol, 1e4, 0.0, PARAMS.replace(stab=None))
+  heel, _, gm, _, broke = heel_trim_gm(vol, 1e4, 0.0, PARAMS.replace(stab=None))
   m = 1.025 * float(jnp.sum(vol * PARAMS.tcg)) + 1e4
   np.testing.assert_allclose(float(heel), np.degrees(np.arctan(m / (133000.0 * 1.5))),
                              rtol=1e-5)
-  assert float(gm) == pytest.approx(1.5) and not bool(unstable)
+  assert float(gm) == pytest.approx(1.5) and not int(broke) & S.GM   # no GM limit

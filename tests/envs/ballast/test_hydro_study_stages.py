@@ -23,6 +23,7 @@ def _out(steps, success, violated=None):
 
 def test_failures_count_at_the_step_limit():
   out = _out([3, 7, 5], [True, False, True], [False, True, False])
+  out["broke"] = np.array([0, 4 | 8, 0], np.int32)          # episode 1: trim and draught
   np.testing.assert_array_equal(hydro_scoring.eff_steps(out, 20), [3, 20, 5])
   m = hydro_scoring.episode_metrics(out, 20, 0.5)
   chex.assert_trees_all_close(m, {"steps": np.array([3.0, 7, 5]),
@@ -30,7 +31,10 @@ def test_failures_count_at_the_step_limit():
                                   "hours": np.array([1.5, 3.5, 2.5]),
                                   "success": np.array([1.0, 0, 1]),
                                   "violated": np.array([0.0, 1, 0]),
-                                  "max_heel": np.full(3, 2.0), "energy_kwh": np.arange(3.0)})
+                                  "max_heel": np.full(3, 2.0), "energy_kwh": np.arange(3.0),
+                                  "broke_heel": np.zeros(3), "broke_gm": np.zeros(3),
+                                  "broke_trim": np.array([0.0, 1, 0]),
+                                  "broke_draught": np.array([0.0, 1, 0])})
   assert all(v.dtype == np.float64 for v in m.values())
 
 
