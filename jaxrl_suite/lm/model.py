@@ -6,7 +6,8 @@ One module serves training and decoding. `DecoderLM(cfg)(tokens, positions, cach
   positions int32 [S] (shared by the batch) or [B, S] (one offset per sequence, for multi-turn
             rollouts whose sequences have different lengths); default arange(S)
   cache     None (full causal pass, training) or a list (one per layer) of
-            {"k": [B, T_max, H, Dh], "v": [B, T_max, H, Dh]}; the S new keys/values are written
+            {"k": [B, H, T_max, Dh], "v": [B, H, T_max, Dh]} (head-major, so a decode step
+            reads it without a transpose; `init_cache`); the S new keys/values are written
             at positions[b, 0]..positions[b, 0]+S-1 and every query attends to cache slots <= its
             position (slots above a query's position may hold stale data: they are never read).
   key_mask  optional bool [B, T] (T = S without a cache, T_max with one): False slots are never
@@ -132,6 +133,21 @@ def _architecture(cfg) -> Optional[Architecture]:
   return cfg
 
 
+def _write_cache(arr: jax.Array, new: jax.Array, positions: jax.Array) -> jax.Array:
+  """Writes new [B, S, H, Dh] into the cache arr [B, H, T, Dh] at slots p..p+S-1.
+
+  positions [S]: p = positions[0] for every sequence, one contiguous dynamic_update_slice.
+  positions [B, S]: p = positions[b, 0] per sequence (multi-turn rollouts), a batched
+  dynamic_update_slice (one in-place scatter of B x H x S x Dh values). Like
+  dynamic_update_slice, a start past T - S is clamped to T - S.
+  """
+  new = jnp.swapaxes(new, 1, 2).astype(arr.dtype)  # [B, H, S, Dh]
+  if positions.ndim == 1:
+    return jax.lax.dynamic_update_slice(arr, new, (0, 0, positions[0], 0))
+  write = jax.vmap(lambda c, u, p0: jax.lax.dynamic_update_slice(c, u, (0, p0, 0)))
+  return write(arr, new, positions[:, 0])
+
+
 class Block(nn.Module):
   """Pre-LN transformer block with causal attention over an optional KV cache."""
   cfg: LMConfig
@@ -146,28 +162,26 @@ class Block(nn.Module):
     qkv = nn.Dense(3 * d, name="qkv")(h).reshape(b, s, 3, nh, dh)
     q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
     pos_b = jnp.broadcast_to(positions, (b, s))  # [B, S]
-    if cache is None:
-      keys, values, key_pos, new_cache = k, v, pos_b, None
+    if cache is None:  # full pass: the block attends to itself, keys [B, T=S, H, Dh]
+      keys, values, key_pos, new_cache, kv = k, v, pos_b, None, "bthd"
     else:
-      if positions.ndim == 1:  # one offset for the batch: a single contiguous write
-        start = positions[0]
-        keys = jax.lax.dynamic_update_slice(cache["k"], k.astype(cache["k"].dtype),
-                                            (0, start, 0, 0))
-        values = jax.lax.dynamic_update_slice(cache["v"], v.astype(cache["v"].dtype),
-                                              (0, start, 0, 0))
-      else:  # per-sequence offsets (multi-turn rollouts): one slice write per sequence
-        write = jax.vmap(lambda c, u, p0: jax.lax.dynamic_update_slice(c, u, (p0, 0, 0)))
-        keys = write(cache["k"], k.astype(cache["k"].dtype), positions[:, 0])
-        values = write(cache["v"], v.astype(cache["v"].dtype), positions[:, 0])
-      key_pos = jnp.broadcast_to(jnp.arange(keys.shape[1]), (b, keys.shape[1]))
-      new_cache = {"k": keys, "v": values}
-    scores = jnp.einsum("bshd,bthd->bhst", q, keys) / math.sqrt(dh)
+      # The cache is head-major [B, H, T, Dh]: (batch, head) lead as the dots' batch dimensions
+      # and Dh is minor, so a decode step reads the cache in place (with [B, T, H, Dh] XLA
+      # transposes every layer's whole cache on every step: ~3x the decode step's time).
+      keys, values = _write_cache(cache["k"], k, positions), _write_cache(cache["v"], v, positions)
+      key_pos = jnp.broadcast_to(jnp.arange(keys.shape[2]), (b, keys.shape[2]))
+      new_cache, kv = {"k": keys, "v": values}, "bhtd"
+    scores = jnp.einsum(f"bshd,{kv}->bhst", q, keys) / math.sqrt(dh)
     allowed = key_pos[:, None, :] <= pos_b[:, :, None]  # [B, S, T]
     if key_mask is not None:
       allowed = allowed & key_mask[:, None, :]
     scores = jnp.where(allowed[:, None], scores, jnp.finfo(scores.dtype).min)
     attn = jax.nn.softmax(scores, axis=-1)
-    out = jnp.einsum("bhst,bthd->bshd", attn, values).reshape(b, s, d)
+    if cache is None:
+      out = jnp.einsum("bhst,bthd->bshd", attn, values)
+    else:  # [B, H, S, Dh] out, then transposed (a few rows): "->bshd" made XLA pick a slow dot
+      out = jnp.swapaxes(jnp.einsum("bhst,bhtd->bhsd", attn, values), 1, 2)
+    out = out.reshape(b, s, d)
     x = x + nn.Dense(d, name="attn_out")(out)
     h = nn.LayerNorm(name="ln_mlp")(x)
     h = nn.Dense(cfg.d_ff, name="mlp_in")(h)
@@ -220,7 +234,7 @@ def init_cache(cfg: LMConfig, batch: int, dtype=None,
   dtype = jnp.float32 if dtype is None else dtype
   dh = cfg.d_model // cfg.num_heads
   length = cfg.max_len if length is None else length
-  shape = (batch, length, cfg.num_heads, dh)
+  shape = (batch, cfg.num_heads, length, dh)  # head-major: see Block
   return [{"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)}
           for _ in range(cfg.num_layers)]
 

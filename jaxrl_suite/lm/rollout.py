@@ -289,6 +289,7 @@ def multi_turn_rollout(cfg: lm_model.LMConfig, params: Any, env: text_base.TextE
   b, h_turns = num_envs, rcfg.num_turns
   k_seg, w, o, a = rcfg.num_segments, rcfg.window, env.obs_len, env.max_action_len
   wp = w + o  # scratch slots: a padded obs block written at pos <= W - 1 stays in bounds
+  so = min(env.max_step_obs_len, o)  # slots of the observation blocks after the task
   eoa = env.eoa_id
   model = lm_model.DecoderLM(cfg)
   max_pos = cfg.max_len - 1
@@ -349,12 +350,11 @@ def multi_turn_rollout(cfg: lm_model.LMConfig, params: Any, env: text_base.TextE
     tokens [B, n_max] padded with <pad>, last flat index [B]). frozen: sample from
     summary_params instead of the policy."""
 
-    def body(carry, i):
+    def body(carry, noise):
       c, ended, last = carry
       logits = frozen_logits(c) if frozen else c.logits
       x = sampling.filter_logits(logits, rcfg.temperature, rcfg.top_k, rcfg.top_p)
-      ks = jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys, i)
-      tok = jax.vmap(jax.random.categorical)(ks, x).astype(jnp.int32)
+      tok = sampling.gumbel_argmax(noise, x)
       logp = lm_model.token_log_probs(x, tok)
       live = active & ~ended
       tok = jnp.where(live, tok, tokenizer.PAD)
@@ -365,8 +365,15 @@ def multi_turn_rollout(cfg: lm_model.LMConfig, params: Any, env: text_base.TextE
                      pos=c.pos + live)
       return (c, ended | (live & (tok == end_id)), last), tok
 
+    # Token i draws categorical(fold_in(keys[b], i), x). The Gumbel noise of all n_max tokens
+    # comes from one call before the loop: the same bits, but one threefry call (on CPU a
+    # rolled 5-step loop of small ops) per generation instead of one per token.
+    ks = jax.vmap(lambda i: jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys, i))(
+        jnp.arange(n_max))                                              # [n_max, B] keys
+    gumbel = lambda k: jax.random.gumbel(k, (cfg.vocab_size,), c.logits.dtype)
+    noise = jax.vmap(jax.vmap(gumbel))(ks)                              # [n_max, B, V]
     init = (c, jnp.zeros((b,), bool), jnp.full((b,), -1, jnp.int32))
-    (c, _, last), toks = jax.lax.scan(body, init, jnp.arange(n_max))
+    (c, _, last), toks = jax.lax.scan(body, init, noise)
     return c, toks.T, last
 
   def new_window(c: _Carry, go, prefix_toks, prefix_kind, prefix_turn, prefix_len, turn):
@@ -458,7 +465,9 @@ def multi_turn_rollout(cfg: lm_model.LMConfig, params: Any, env: text_base.TextE
     turns = jnp.full((b, wp), turn, jnp.int32)
     return new_window(c, go, toks, kinds, turns, n, turn)
 
-  def turn_body(carry, t):
+  def turn_body(carry, t, block):
+    """One turn; block: static slots of the observation block fed (obs_len on turn 0, so
+    after)."""
     c, obs, state, done, pending = carry
     active = ~done
     keys_t = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, t), 2))(pol_keys)
@@ -473,7 +482,7 @@ def multi_turn_rollout(cfg: lm_model.LMConfig, params: Any, env: text_base.TextE
       c = jax.lax.cond(overflow.any(), fn, lambda c: c, c)
     # The first observation is the task statement.
     kind = jnp.where(t == 0, KIND_TASK, KIND_OBS).astype(jnp.int8)
-    c = append_block(c, obs.tokens, obs.length, active, kind, t)
+    c = append_block(c, obs.tokens[:, :block], obs.length, active, kind, t)
     c, act, last = generate(c, k_act, a, eoa, KIND_ACTION, t, active, True)
     trig = jnp.zeros((b,), bool)
     if comp is not None and comp.agent_trigger_id is not None:
@@ -493,7 +502,18 @@ def multi_turn_rollout(cfg: lm_model.LMConfig, params: Any, env: text_base.TextE
               logits=jnp.zeros((b, cfg.vocab_size), jnp.float32),
               seg_overflow=jnp.zeros((b,), bool))
   init = (c0, obs, state, jnp.zeros((b,), bool), jnp.zeros((b,), bool))
-  (c, _, _, _, _), out = jax.lax.scan(turn_body, init, jnp.arange(h_turns))
+  # Turn 0 shows the task (up to obs_len tokens); later observations are at most
+  # so = max_step_obs_len long (the env's contract, which check_fits relies on too), so turns
+  # 1.. feed blocks of so slots: prefilling padding costs as much as tokens, and KVLookup's
+  # 2-token questions in 18-slot blocks took ~70% of a cached turn at batch 64.
+  if so < o:
+    init, out0 = turn_body(init, 0, o)
+    (c, _, _, _, _), out = jax.lax.scan(lambda cr, t: turn_body(cr, t, so), init,
+                                        jnp.arange(1, h_turns))
+    out = jax.tree.map(lambda x0, x: jnp.concatenate([x0[None], x]), out0, out)
+  else:
+    (c, _, _, _, _), out = jax.lax.scan(lambda cr, t: turn_body(cr, t, o), init,
+                                        jnp.arange(h_turns))
   out = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), out)             # [B, H, ...]
 
   tokens, kind, turn = c.tokens[..., :w], c.kind[..., :w], c.turn[..., :w]

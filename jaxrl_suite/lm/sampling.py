@@ -71,6 +71,24 @@ def filter_logits(logits: jax.Array, temperature: float = 1.0, top_k: int = 0,
   return x
 
 
+def gumbel_argmax(gumbel: jax.Array, logits: jax.Array) -> jax.Array:
+  """argmax(gumbel + logits, axis=-1) as int32 [...]: a categorical draw (Gumbel-max trick).
+
+  gumbel, logits [..., V]. The first index that reaches the max (the first NaN if there is one),
+  as jnp.argmax, but as a max and then a min: XLA:CPU fuses the noise into jnp.argmax's
+  (value, index) reduction, whose loop is slow (at batch 64 it took longer than a decode step).
+  """
+  y = gumbel + logits
+  hit = (y == y.max(axis=-1, keepdims=True)) | jnp.isnan(y)
+  v = y.shape[-1]
+  return jnp.min(jnp.where(hit, jnp.arange(v, dtype=jnp.int32), v), axis=-1)
+
+
+def categorical(key: jax.Array, logits: jax.Array) -> jax.Array:
+  """jax.random.categorical(key, logits, axis=-1), the same draws, cheaper on CPU: int32 [...]."""
+  return gumbel_argmax(jax.random.gumbel(key, logits.shape, logits.dtype), logits)
+
+
 def lm_stepper(cfg: lm_model.LMConfig, params: Any) -> Stepper:
   """Stepper of one DecoderLM with a KV cache of cfg.max_len slots."""
   model = lm_model.DecoderLM(cfg)
@@ -119,7 +137,7 @@ def sample(stepper: Stepper, prompts: jax.Array, key: jax.Array, num_steps: int,
   def body(carry, key_t):
     logits, state, done, pos = carry
     x = filter_logits(logits, temperature, top_k, top_p)
-    tok = jax.random.categorical(key_t, x, axis=-1)
+    tok = categorical(key_t, x)
     logp = lm_model.token_log_probs(x, tok)
     valid = ~done
     tok = jnp.where(done, tokenizer.PAD, tok).astype(jnp.int32)

@@ -248,3 +248,48 @@ def test_lm_model_per_sequence_positions_and_key_mask():
   pos6 = jnp.maximum(jnp.arange(6) - 2, 0)[None]
   lp, _ = m.apply({"params": params}, padded, pos6, key_mask=mask)
   np.testing.assert_allclose(lp[0, 2:], full[0][:4], atol=1e-5)
+
+
+def test_lm_cached_logits_equal_full_pass_at_ragged_positions():
+  """Issue 36 item 5 (head-major cache, per-sequence writes): three sequences at different
+  offsets are fed as the rollout feeds them, a right-padded first block, then blocks of 2 and
+  single tokens at each sequence's own position; after every call the cached logits equal the
+  full pass's at those positions. A write to the wrong slot, head or sequence (or a read of a
+  stale slot) changes a later logit and fails here."""
+  cfg = lm_model.LMConfig("t", d_model=16, num_layers=2, num_heads=2, d_ff=32, max_len=20,
+                          vocab_size=tk.V2.size, tokenizer_version=2)
+  params = lm_model.init_params(cfg, jax.random.PRNGKey(0))
+  m = lm_model.DecoderLM(cfg)
+  seqs = jax.random.randint(jax.random.PRNGKey(1), (3, 20), 0, tk.V2.size)
+  full = m.apply({"params": params}, seqs)[0]                                 # [3, 20, V]
+  cache = lm_model.init_cache(cfg, 3, length=24)                              # scratch slots
+  assert cache[0]["k"].shape == (3, 2, 24, 8)                                 # [B, H, T, Dh]
+  pos = jnp.array([1, 4, 7])
+  blk = jnp.where(jnp.arange(8)[None] < pos[:, None], seqs[:, :8], tk.PAD)    # padded block
+  lg, cache = m.apply({"params": params}, blk, jnp.broadcast_to(jnp.arange(8), (3, 8)), cache)
+  for i in range(3):
+    np.testing.assert_allclose(lg[i, :int(pos[i])], full[i, :int(pos[i])], atol=1e-5)
+  for width in (1, 2, 1, 2, 2, 1, 1):
+    idx = pos[:, None] + jnp.arange(width)[None]                              # [3, width]
+    lg, cache = m.apply({"params": params}, jnp.take_along_axis(seqs, idx, 1), idx, cache)
+    for i in range(3):
+      np.testing.assert_allclose(lg[i], full[i, int(pos[i]):int(pos[i]) + width], atol=1e-5)
+    pos = pos + width
+
+
+def test_lm_sampling_categorical_draws_as_jax_random_categorical():
+  """sampling.categorical / gumbel_argmax (the samplers' cheaper argmax) draw exactly what
+  jax.random.categorical draws, per key and for a batch under one key; ties and NaN resolve to
+  the first index, as jnp.argmax."""
+  keys = jax.random.split(jax.random.PRNGKey(0), 256)
+  x = jax.random.normal(jax.random.PRNGKey(1), (256, tk.V2.size)) * 3
+  x = x.at[:, 5].set(-1e9)  # filtered entries (sampling.NEG_INF) are never drawn
+  want = jax.vmap(jax.random.categorical)(keys, x)
+  got = jax.jit(jax.vmap(sampling.categorical))(keys, x)
+  np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+  assert got.dtype == jnp.int32 and not bool((got == 5).any())
+  np.testing.assert_array_equal(np.asarray(sampling.categorical(keys[0], x)),
+                                np.asarray(jax.random.categorical(keys[0], x, axis=-1)))
+  y = jnp.array([[0., 2., 2., 1.], [0., jnp.nan, 3., jnp.nan], [1., 1., 1., 1.]])
+  np.testing.assert_array_equal(np.asarray(sampling.gumbel_argmax(jnp.zeros_like(y), y)),
+                                np.asarray(jnp.argmax(y, -1)))
