@@ -103,3 +103,21 @@ def test_score_layout_pairs_policies_and_counts_diagnoses(monkeypatch):
   np.testing.assert_array_equal(dg["rl_gru"]["head"]["fp"], np.ones((2, 3)))
   np.testing.assert_array_equal(dg["rl_gru"]["reference"]["fn"], np.ones((2, 3)))
   assert dg["heel_aware"]["reference"]["fn"].shape == (1, 3)
+
+
+def test_validation_sweep_plays_episodes_in_chunks_in_order(monkeypatch):
+  """With a chunk of 2, 5 episodes are played as [0, 1], [2, 3], [4] and put back in order:
+  the fake evaluator's steps are the episode index, so steps_eff reads 0..4 per seed."""
+  monkeypatch.setattr(rl_stage.A, "make_tables", lambda p, resid, api: resid)
+  monkeypatch.setattr(rl_stage, "SWEEP_CHUNK", 2)
+  calls = []
+
+  def rl(p, pt, idx, ks):
+    calls.append(np.asarray(idx).tolist())
+    return {**_episodes(2, len(idx), 0), "steps": np.tile(np.asarray(idx, float), (2, 1))}
+  ev = types.SimpleNamespace(rl=rl, api=None)
+  fn = rl_stage.validation_sweep(_cfg(), ev, {"gen7": "p7"}, {"gen7": jnp.zeros((5, 2))},
+                                 False, 50, 0.5)
+  out = fn(jnp.array([1.0, 3.0]), 5)
+  assert calls == [[0, 1], [2, 3], [4]]
+  np.testing.assert_array_equal(out["steps_eff"], np.tile(np.arange(5.0), (2, 1, 1)))

@@ -29,6 +29,9 @@ from jaxrl_suite.envs.ballast.hydro_scoring import episode_metrics
 SWEEP_METRICS = ("steps_eff", "success", "violated")
 CURVE_METRICS = ("episode_length", "success_rate", "violated_rate", "episode_return", "entropy",
                  "approx_kl", "aux_loss")
+# Validation episodes played at once (S seeds x this many rollouts in one vmapped program):
+# bounds the sweep's memory however many episodes c.sweep_episodes_last asks for.
+SWEEP_CHUNK = 1024
 
 
 def validation_sweep(c, ev, vals, val_keys, resid: bool, max_steps: int, dt_h: float):
@@ -41,8 +44,12 @@ def validation_sweep(c, ev, vals, val_keys, resid: bool, max_steps: int, dt_h: f
     outs = []
     for n, p in vals.items():
       tables = A.make_tables(p, resid, ev.api)
-      out = ev.rl(p, (params, tables), jnp.arange(n_sw), val_keys[n][:n_sw])
-      outs.append(episode_metrics(jax.device_get(out), max_steps, dt_h))
+      parts = []
+      for lo in range(0, n_sw, SWEEP_CHUNK):
+        hi = min(lo + SWEEP_CHUNK, n_sw)
+        out = ev.rl(p, (params, tables), jnp.arange(lo, hi), val_keys[n][lo:hi])
+        parts.append(episode_metrics(jax.device_get(out), max_steps, dt_h))
+      outs.append({k: np.concatenate([q[k] for q in parts], -1) for k in SWEEP_METRICS})
     return {k: np.stack([o[k] for o in outs], 1) for k in SWEEP_METRICS}
   return fn
 
