@@ -10,11 +10,13 @@ Engine replays (table 2 and the engine side of table 3):
   engine_replay(c, iteration_cost, rate_scales, no_overhead) -> [per-request arrays [n]]
   serving_metrics(r) -> {finished, requests, preemptions, ttft/tpot/e2e_p50/p90/p99,
                          throughput_req_s, throughput_tok_s}
-  engine_capacity(c) -> (capacity replay, {engine_req_s, engine_finished}, [replay per load])
+  engine_capacity(c) -> (capacity replay, {engine_req_s, engine_finished, recorded_req_s},
+                         [replay per load]); replay_at(c, capacity, req_s) -> one replay
 Side by side with Vidur (table 3; Vidur's arrays come from experiments/vidur_driver.py):
   latencies / engine_latencies / vidur_latencies -> {ttft, tpot, e2e: [n], nan if unfinished}
   throughput(arrival, finish, done) -> finished req/s over the makespan
   compare_requests(ours, vid) -> {metric: {n, pearson, spearman, engine/vidur/ratio_p50/90/99}}
+  vidur_keys(batches) -> Vidur's lookup points; decode_key_profiled(batches) -> [B] bool
   price_batches(batches, at_vidur_keys) -> [B] seconds; batch_ratio_stats(batches)
   vidur_capacity(capacity, vc) -> capacity dict with Vidur's side and the ratios
   one_load(r, v, arrays) -> one load's summary (engine; with v, Vidur and the comparisons)
@@ -197,27 +199,51 @@ def round_up(x, g):
   return np.ceil(np.asarray(x, np.float64) / g) * g
 
 
-def price_batches(batches: list, at_vidur_keys: bool = False) -> np.ndarray:
-  """[B] seconds the engine's profiled cost (t_ovh = 0) gives each batch Vidur formed
-  ([q total, n decode, decode kv sum, [[q, kv] per prefill], t], vidur_driver's format):
-  1e-3 L [G(q total) + sum_i P(q_i, kv_i - q_i) + D(n_dec, kv sum / n_dec)].
-  at_vidur_keys: at Vidur's lookup points instead (q total rounded up to 8, prefill chunk up to
-  32 and looked up at kv = cached + chunk rounded up to 256, decode mean kv floored then rounded
-  up to 256): what is left of the ratio then is Vidur's forests against our tables."""
-  tab = profiled_cost.a100_llama2_7b()
-  n_tok = np.array([b[0] for b in batches], np.float64)
+def vidur_keys(batches: list) -> dict[str, np.ndarray]:
+  """Vidur 0.0.26's lookup points of each batch it formed ([q total, n decode, decode kv sum,
+  [[q, kv] per prefill], t], vidur_driver's format): {"n_tok" [B]: q total rounded up to 8,
+  "n_dec" [B], "mean_kv" [B]: the decode batch's mean context floored then rounded up to 256,
+  "idx" [R]: batch of each prefill chunk, "q" [R]: its chunk rounded up to 32, "kv" [R]: cached
+  + chunk rounded up to 256 (Vidur looks prefill attention up at that many cached tokens)}."""
   n_dec = np.array([b[1] for b in batches], np.float64)
   mean_kv = np.array([b[2] for b in batches], np.float64) / np.maximum(n_dec, 1)
-  idx = np.array([i for i, b in enumerate(batches) for _ in b[3]], np.int64)
   pre = np.array([qk for b in batches for qk in b[3]], np.float64).reshape(-1, 2)
-  q, kv = pre[:, 0], pre[:, 1]
+  return {"n_tok": round_up([b[0] for b in batches], 8), "n_dec": n_dec,
+          "mean_kv": round_up(np.floor(mean_kv), 256),
+          "idx": np.array([i for i, b in enumerate(batches) for _ in b[3]], np.int64),
+          "q": round_up(pre[:, 0], 32), "kv": round_up(pre[:, 1], 256)}
+
+
+def price_batches(batches: list, at_vidur_keys: bool = False) -> np.ndarray:
+  """[B] seconds the engine's profiled cost (t_ovh = 0) gives each batch Vidur formed
+  (vidur_keys' format): 1e-3 L [G(q total) + sum_i P(q_i, kv_i - q_i) + D(n_dec, kv sum / n_dec)].
+  at_vidur_keys: at Vidur's lookup points instead (vidur_keys): what is left of the ratio then
+  is Vidur's forests against our tables."""
+  tab = profiled_cost.a100_llama2_7b()
   if at_vidur_keys:
-    n_tok, mean_kv = round_up(n_tok, 8), round_up(np.floor(mean_kv), 256)
-    q, cached = round_up(q, 32), round_up(kv, 256)
+    k = vidur_keys(batches)
+    n_tok, n_dec, mean_kv, idx, q, cached = (k[x] for x in ("n_tok", "n_dec", "mean_kv", "idx",
+                                                            "q", "kv"))
   else:
-    cached = kv - q
+    n_tok = np.array([b[0] for b in batches], np.float64)
+    n_dec = np.array([b[1] for b in batches], np.float64)
+    mean_kv = np.array([b[2] for b in batches], np.float64) / np.maximum(n_dec, 1)
+    idx = np.array([i for i, b in enumerate(batches) for _ in b[3]], np.int64)
+    pre = np.array([qk for b in batches for qk in b[3]], np.float64).reshape(-1, 2)
+    q, cached = pre[:, 0], pre[:, 1] - pre[:, 0]
   p_ms = np.bincount(idx, profiled_cost.prefill_ms(np, tab, q, cached), len(batches))
   return profiled_cost.iteration_time(np, tab, n_tok, p_ms, n_dec, mean_kv)
+
+
+def decode_key_profiled(batches: list, prof=None) -> np.ndarray:
+  """[B] bool: the batch's decode-attention lookup key (n decode, Vidur's rounded mean context)
+  is a profiled decode row (True too for a batch without decoders). Off those keys Vidur's
+  random forest answers with a neighbouring row's time (a tree splits midway between profiled
+  contexts: at 1,280 tokens it reads the 1,024 row, ~20% below linear), our table interpolates."""
+  prof = profiled_cost.load_profiles() if prof is None else prof
+  rows = {(int(b), int(k)) for b, k, _ in prof["decode"]}
+  k = vidur_keys(batches)
+  return np.array([b == 0 or (int(b), int(m)) in rows for b, m in zip(k["n_dec"], k["mean_kv"])])
 
 
 def batch_ratios(batches: list) -> np.ndarray:
@@ -226,10 +252,19 @@ def batch_ratios(batches: list) -> np.ndarray:
 
 
 def batch_ratio_stats(batches: list) -> dict[str, dict[str, float]]:
-  """Ratio engine cost / Vidur's time over Vidur's batches, as is and at Vidur's lookup keys."""
+  """Ratio engine cost / Vidur's time over Vidur's batches: as formed, at Vidur's lookup keys,
+  and at its keys split by whether the decode key is a profiled row (decode_key_profiled: there
+  both price the same measured point, so the ratio is table against forest on the data)."""
   t_v = np.array([b[4] for b in batches], np.float64)
-  return {"as formed": ratio_stats(price_batches(batches) / t_v),
-          "at Vidur's lookup keys": ratio_stats(price_batches(batches, True) / t_v)}
+  at_keys = price_batches(batches, True) / t_v
+  on = decode_key_profiled(batches)
+  out = {"as formed": ratio_stats(price_batches(batches) / t_v),
+         "at Vidur's lookup keys": ratio_stats(at_keys)}
+  for name, sel in (("at its keys, decode key a profiled row", on),
+                    ("at its keys, decode key between rows", ~on)):
+    if sel.any():
+      out[name] = ratio_stats(at_keys[sel])
+  return out
 
 
 def engine_capacity(c) -> tuple[dict, dict[str, Any], list[dict]]:
@@ -242,7 +277,14 @@ def engine_capacity(c) -> tuple[dict, dict[str, Any], list[dict]]:
   # the recorded rate (req/s at rate scale 1) of these requests
   rate1 = (len(cap_run["arrival"]) - 1) / np.ptp(cap_run["arrival"]) / c.capacity_rate_scale
   runs = engine_replay(c, "profiled", [f * cap / rate1 for f in c.loads], no_overhead=True)
-  return cap_run, {"engine_req_s": cap, "engine_finished": int(done.sum())}, runs
+  return cap_run, {"engine_req_s": cap, "engine_finished": int(done.sum()),
+                   "recorded_req_s": float(rate1)}, runs
+
+
+def replay_at(c, capacity: dict[str, Any], req_s: float) -> dict:
+  """The engine's replay of the same requests offered at req_s (capacity from engine_capacity:
+  its recorded_req_s is the rate at rate scale 1); profiled cost, no overhead."""
+  return engine_replay(c, "profiled", [req_s / capacity["recorded_req_s"]], no_overhead=True)[0]
 
 
 def vidur_capacity(capacity: dict[str, Any], vc: dict) -> dict[str, Any]:

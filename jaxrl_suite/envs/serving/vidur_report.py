@@ -6,7 +6,8 @@
                                           the per-batch time ratios
 
 Inputs are vidur_compare's: batch {row kind: ratio_stats}, serving {iteration cost:
-serving_metrics}, side {capacity, loads {load: one_load}, vidur_skipped}, rows = targets(c,
+serving_metrics}, side {capacity, loads {load: one_load}, own_loads {load: one_load},
+vidur_skipped}, rows = targets(c,
 side), arrays {load: {"e2e": (engine [n], Vidur [n]), "batch_ratios": [B]}}.
 """
 
@@ -33,15 +34,18 @@ def markdown(c, batch: dict, serving: dict) -> str:
   return "\n".join(lines) + "\n"
 
 
-def _request_rows(side: dict) -> list[str]:
+def _request_rows(loads: dict, of: str = "of engine capacity") -> list[str]:
   """Per load and metric: correlations and percentile ratios engine / Vidur."""
-  lines = ["| load (of engine capacity) | offered req/s | thr. engine / Vidur | metric | r "
+  lines = [f"| load ({of}) | offered req/s | thr. engine / Vidur | metric | r "
            "(Pearson) | r (Spearman) | p50 engine / Vidur (s) | ratio p50 | ratio p90 | "
            "ratio p99 |", "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
-  for f, ld in side["loads"].items():
+  for f, ld in loads.items():
     thr = f"{ld['engine']['throughput_req_s']:.3f} / {ld['vidur']['throughput_req_s']:.3f}"
+    offered = f"{ld['offered_req_s']:.3f}"
+    if "vidur_offered_req_s" in ld:
+      offered += f" / {ld['vidur_offered_req_s']:.3f}"
     for m, row in ld["requests"].items():
-      lines.append(f"| {f} | {ld['offered_req_s']:.3f} | {thr} | {m.upper()} | "
+      lines.append(f"| {f} | {offered} | {thr} | {m.upper()} | "
                    f"{row['pearson']:.3f} | {row['spearman']:.3f} | {row['engine_p50']:.4g} / "
                    f"{row['vidur_p50']:.4g} | {row['ratio_p50']:.3f} | {row['ratio_p90']:.3f} | "
                    f"{row['ratio_p99']:.3f} |")
@@ -74,10 +78,17 @@ def side_markdown(c, side: dict, rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
   lines += [f"Capacity (all requests at once; finished / makespan): engine "
             f"{cap['engine_req_s']:.3f} req/s, Vidur {cap['vidur_req_s']:.3f} req/s, ratio "
-            f"{cap['ratio']:.3f}.", "", *_request_rows(side)]
+            f"{cap['ratio']:.3f}.", "", *_request_rows(side["loads"])]
+  if side.get("own_loads"):
+    lines += ["", "Each simulator at the same fraction of its own capacity (a diagnostic beside "
+              "the targets: the same requests, arrivals scaled to each side's rate; offered "
+              "engine / Vidur):", "", *_request_rows(side["own_loads"], "of own capacity")]
   lines += ["", "Per batch: the engine's profiled cost of each batch Vidur formed / Vidur's "
-            "predicted time (as formed; and at Vidur's lookup keys, which leaves only its forests "
-            "against our tables).", "", *_batch_rows(side)]
+            "predicted time: as formed; at Vidur's lookup keys (its rounding removed, which leaves "
+            "its forests against our tables); and at its keys split by whether the decode key is "
+            "a profiled row (there both price the same measured point; between rows a tree "
+            "answers with a neighbouring row's time, our table interpolates).", "",
+            *_batch_rows(side)]
   lines += ["", "Targets of issue #35 (met: computed from the numbers above):", "",
             "| target | value | met |", "|---|---|---|"]
   lines += [f"| {t['target']} | {t['value']} | {'yes' if t['met'] else 'no'} |" for t in rows]

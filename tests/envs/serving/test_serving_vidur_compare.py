@@ -69,7 +69,26 @@ def test_price_batches_known_answer():
   np.testing.assert_allclose(vc.price_batches(aligned, True)[1], vc.price_batches(aligned)[1])
   np.testing.assert_allclose(vc.batch_ratios(batches), got / np.array([0.02, 0.01]))
   s = vc.batch_ratio_stats(batches)
-  assert set(s) == {"as formed", "at Vidur's lookup keys"} and s["as formed"]["n"] == 2
+  assert s["as formed"]["n"] == 2 and s["at Vidur's lookup keys"]["n"] == 2
+  # batch 0's decode key (4, 512) is not profiled (the 512-token rows start at 6 sequences),
+  # batch 1's (8, 1024) is: one batch on each side of the split
+  assert s["at its keys, decode key a profiled row"]["n"] == 1
+  assert s["at its keys, decode key between rows"]["n"] == 1
+
+
+def test_vidur_keys_and_profiled_decode_keys():
+  """Vidur's rounding (q total up to 8, chunk up to 32, cached + chunk up to 256, floored mean
+  context up to 256) and which decode keys are profiled rows, by hand."""
+  batches = [[70, 2, 2 * 1100 + 1, [[65, 300]], 0.0],    # mean 1100.5 -> 1280: between rows
+             [3, 3, 3 * 1000, [], 0.0],                  # mean 1000 -> 1024, 3 decoders: a row
+             [2048, 0, 0, [[1000, 1000], [1048, 2000]], 0.0]]   # no decoders
+  k = vc.vidur_keys(batches)
+  np.testing.assert_array_equal(k["n_tok"], [72, 8, 2048])
+  np.testing.assert_array_equal(k["mean_kv"], [1280, 1024, 0])
+  np.testing.assert_array_equal(k["idx"], [0, 2, 2])
+  np.testing.assert_array_equal(k["q"], [96, 1024, 1056])
+  np.testing.assert_array_equal(k["kv"], [512, 1024, 2048])
+  np.testing.assert_array_equal(vc.decode_key_profiled(batches), [False, True, True])
 
 
 def test_composed_batches_hit_profiled_gemm_counts():
@@ -134,3 +153,22 @@ def test_report_tables():
   side = {"vidur_skipped": "no vidur", "capacity": {"engine_req_s": 3.25}}
   md = vidur_report.side_markdown(c, side, [])
   assert "Vidur side skipped: no vidur." in md and "Engine capacity 3.250 req/s." in md
+
+
+def test_side_report_has_the_own_capacity_table():
+  c = ml_collections.ConfigDict(dict(requests=96, trace="azure_conv", cap=128,
+                                     max_batched_tokens=2048, block_size=16, kv_blocks=100))
+  s = {"n": 3, "p10": 0.9, "p50": 1.0, "p90": 1.1, "max_abs_err": 0.2}
+  row = {"pearson": 0.9, "spearman": 0.8, "engine_p50": 1.0, "vidur_p50": 2.0, "ratio_p50": 0.5,
+         "ratio_p90": 0.6, "ratio_p99": 0.7}
+  ld = {"offered_req_s": 2.0, "engine": {"throughput_req_s": 1.9},
+        "vidur": {"throughput_req_s": 1.8}, "requests": {"ttft": row},
+        "batch_ratio": {"as formed": s}}
+  side = {"capacity": {"engine_req_s": 4.0, "vidur_req_s": 3.8, "ratio": 4.0 / 3.8,
+                       "batch_ratio": {"as formed": s}},
+          "loads": {"0.5": ld}, "own_loads": {"0.9": {**ld, "vidur_offered_req_s": 1.5}}}
+  md = vidur_report.side_markdown(c, side, [])
+  assert "| 0.5 | 2.000 | 1.900 / 1.800 | TTFT | 0.900 | 0.800 | 1 / 2 | 0.500 |" in md
+  assert "| load (of own capacity) |" in md
+  assert "| 0.9 | 2.000 / 1.500 | 1.900 / 1.800 | TTFT |" in md
+  assert "| 0.5 | 3 | as formed | 0.900 | 1.000 | 1.100 | 0.200 |" in md
