@@ -119,6 +119,8 @@ def get_config(quick: bool, trace: str = "azure_conv", requests: int = 2000,
   c.loads = (0.5, 0.9, 1.0)   # fractions of the engine's capacity
   # ... and of each simulator's own capacity (own_capacity_loads; a diagnostic beside the targets)
   c.own_capacity_loads = (0.9,)
+  # ... and against Vidur with prefill attention looked up at cached tokens (a diagnostic)
+  c.cached_prefill_loads = (0.9,)
   c.capacity_rate_scale = 1e4  # "all at once": the recorded rate x 1e4
   c.max_tokens = 4096          # Llama-2-7B context (Vidur trims prompt + output to it)
   # Vidur's random forests: one point of its default grid (250 trees, depth 32, split 2) and
@@ -147,7 +149,8 @@ def validate(c: ml_collections.ConfigDict) -> None:
 
 # ------------------------------------------------------------------- side by side with Vidur
 
-def vidur_run(c, r: dict[str, np.ndarray], work: str, cache: str, tag: str) -> dict[str, Any]:
+def vidur_run(c, r: dict[str, np.ndarray], work: str, cache: str, tag: str,
+              prefill_at_cached: bool = False) -> dict[str, Any]:
   """Vidur (experiments/vidur_driver.py under c.vidur_python) on the requests of engine replay
   r: same arrivals, prompts, outputs, in the same order. Per-request arrays come back in r's
   order; raises with Vidur's stderr tail if the subprocess fails."""
@@ -159,7 +162,7 @@ def vidur_run(c, r: dict[str, np.ndarray], work: str, cache: str, tag: str) -> d
           "chunk_size": c.max_batched_tokens, "batch_cap": c.cap, "max_tokens": c.max_tokens,
           "profile_dir": profiled_cost.DATA_DIR, "work_dir": run_dir, "cache_dir": cache,
           "rf_estimators": c.rf_estimators, "rf_max_depth": c.rf_max_depth,
-          "cv_splits": c.cv_splits}
+          "cv_splits": c.cv_splits, "prefill_at_cached": prefill_at_cached}
   spec_path, out_path = os.path.join(run_dir, "spec.json"), os.path.join(run_dir, "out.json")
   with open(spec_path, "w") as f:
     json.dump(spec, f)
@@ -199,7 +202,19 @@ def side_by_side(c) -> tuple[dict[str, Any], dict[str, dict]]:
                                                    arrays[str(f)])
                     for f, r in zip(c.loads, runs)}
     out["own_loads"] = own_capacity_loads(c, out["capacity"], work, cache)
+    out["cached_prefill_loads"] = {
+        str(f): cached_prefill_load(c, r, work, cache, f)
+        for f, r in zip(c.loads, runs) if f in c.cached_prefill_loads}
   return out, arrays
+
+
+def cached_prefill_load(c, r: dict, work: str, cache: str, f: float) -> dict[str, Any]:
+  """Load f's requests against Vidur with prefill attention looked up at the chunk's cached
+  tokens (vidur_driver.patch_vidur; 0.0.26 uses cached + chunk, a key no profile row was
+  measured at). Per-batch ratios only as formed (the lookup-key rows assume 0.0.26's keys)."""
+  ld = vidur_compare.one_load(r, vidur_run(c, r, work, cache, f"cached_{f}", True), {})
+  ld["batch_ratio"] = {"as formed": ld["batch_ratio"]["as formed"]}
+  return ld
 
 
 def own_capacity_loads(c, capacity: dict, work: str, cache: str) -> dict[str, Any]:

@@ -8,7 +8,8 @@ it and reads its JSON answer. It imports nothing from jaxrl_suite.
 
 SPEC.json: {"requests": [[arrival_s, prompt, output], ...] (sorted by arrival), "num_blocks",
 "block_size", "chunk_size", "batch_cap", "profile_dir" (our data/ folder: the A100 Llama-2-7B
-rows), "work_dir", "cache_dir" (Vidur's model cache, shared by runs), "rf_estimators", "rf_max_depth", "cv_splits"}.
+rows), "work_dir", "cache_dir" (Vidur's model cache, shared by runs), "rf_estimators",
+"rf_max_depth", "cv_splits", optional "prefill_at_cached" (patch_vidur)}.
 OUT.json: per request (in SPEC order) arrival, first-token and completion times (s), restarts;
 per batch [total q tokens, decode requests, their kv-token sum, [[q, kv] of each prefill chunk],
 Vidur's predicted time (s)] (kv = tokens in KV after this iteration's q tokens, Vidur's lookup
@@ -83,8 +84,12 @@ def write_profiles(profile_dir: str, out_dir: str, model) -> tuple[str, str]:
   return paths
 
 
-def patch_vidur(mlp_path: str, attn_path: str, batches: list) -> None:
-  """Offline profiles, no hub predictions, the restart fix, and a per-batch time recorder."""
+def patch_vidur(mlp_path: str, attn_path: str, batches: list,
+                prefill_at_cached: bool = False) -> None:
+  """Offline profiles, no hub predictions, the restart fix, and a per-batch time recorder.
+  prefill_at_cached: look prefill attention up at the chunk's cached tokens (rounded up to the
+  KV granularity) instead of 0.0.26's cached + chunk, the key the profile rows were measured at
+  (and Vidur's main branch's): a diagnostic, never the default."""
   from vidur.entities import Request  # pylint: disable=import-outside-toplevel
   from vidur.execution_time_predictor import sklearn_execution_time_predictor as skp  # pylint: disable=import-outside-toplevel
 
@@ -102,6 +107,13 @@ def patch_vidur(mlp_path: str, attn_path: str, batches: list) -> None:
     self._is_prefill_stage_complete = False
 
   Request.restart = restart_fixed
+
+  if prefill_at_cached:
+    def prefill_params(self, batch):
+      g = self._config.kv_cache_prediction_granularity
+      return [((kv - q + g - 1) // g * g, q)
+              for q, kv in zip(batch.num_q_tokens, batch.num_kv_tokens) if q != 1]
+    skp.SklearnExecutionTimePredictor._get_batch_prefill_attention_params = prefill_params
 
   get_time = skp.SklearnExecutionTimePredictor.get_execution_time
 
@@ -160,7 +172,7 @@ def run(spec: dict) -> dict:
     for a, p, o in spec["requests"]:
       w.writerow(["1970-01-01", repr(float(a)), int(p), int(o)])
   batches: list = []
-  patch_vidur(mlp_path, attn_path, batches)
+  patch_vidur(mlp_path, attn_path, batches, bool(spec.get("prefill_at_cached", False)))
   t0 = time.process_time()
   sim = Simulator(make_config(spec, work, trace_path))
   t_setup = time.process_time() - t0

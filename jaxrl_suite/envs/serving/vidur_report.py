@@ -7,7 +7,7 @@
 
 Inputs are vidur_compare's: batch {row kind: ratio_stats}, serving {iteration cost:
 serving_metrics}, side {capacity, loads {load: one_load}, own_loads {load: one_load},
-vidur_skipped}, rows = targets(c,
+cached_prefill_loads {load: one_load}, vidur_skipped}, rows = targets(c,
 side), arrays {load: {"e2e": (engine [n], Vidur [n]), "batch_ratios": [B]}}.
 """
 
@@ -83,6 +83,16 @@ def side_markdown(c, side: dict, rows: list[dict]) -> str:
     lines += ["", "Each simulator at the same fraction of its own capacity (a diagnostic beside "
               "the targets: the same requests, arrivals scaled to each side's rate; offered "
               "engine / Vidur):", "", *_request_rows(side["own_loads"], "of own capacity")]
+  if side.get("cached_prefill_loads"):
+    lines += ["", "Vidur with prefill attention looked up at the chunk's cached tokens (the key "
+              "its profile rows were measured at, and its main branch's; 0.0.26 uses cached + "
+              "chunk): a diagnostic beside the targets, same requests as the load above.", "",
+              *_request_rows(side["cached_prefill_loads"])]
+    lines += [f"Per batch as formed (load {f}): p10 / p50 / p90 = "
+              f"{ld['batch_ratio']['as formed']['p10']:.3f} / "
+              f"{ld['batch_ratio']['as formed']['p50']:.3f} / "
+              f"{ld['batch_ratio']['as formed']['p90']:.3f}."
+              for f, ld in side["cached_prefill_loads"].items()]
   lines += ["", "Per batch: the engine's profiled cost of each batch Vidur formed / Vidur's "
             "predicted time: as formed; at Vidur's lookup keys (its rounding removed, which leaves "
             "its forests against our tables); and at its keys split by whether the decode key is "
