@@ -65,6 +65,8 @@ def get_config(arg=None):
   # could not show a flat curve even if the seeds agreed. The rule and its band are unchanged;
   # the last two checkpoints are scored on 2,048 validation episodes per layout (8x: the
   # episode part of the SD ~0.017; ~5 min more of scoring, in chunks of rl_stage.SWEEP_CHUNK).
+  # Measured (4ca6691 record): SD 0.039, -0.007 [-0.056, +0.042]: the seeds themselves disagree
+  # (one seed 7% worse, three flat), so ~8 seeds, not episodes, would show the curve flat.
   c.sweep_episodes_last = 2048
   c.variants = VARIANTS
   # Budget sweep: checkpoints (in PPO updates) of one constant-lr run; the last is the budget.
