@@ -209,7 +209,7 @@ def head_feats(tb: Tables, pre: Pre, slot: int, taken: jax.Array, q, lo, hi,
   dq = pre.rates * pre.v_max[:, None]
   h_after = heel + pre.rates[:, 0] * pre.v
   hi_k, lo_k = hi + jnp.maximum(dq, 0.0), lo + jnp.minimum(dq, 0.0)
-  admissible = jnp.all((hi_k <= pre.lim_hi) & (lo_k >= pre.lim_lo), -1)
+  admissible = tb.api.band_admissible(lo_k, hi_k, pre.lim_lo, pre.lim_hi)
   dyn = jnp.stack([jnp.clip(h_after / lim, -3, 3), jnp.clip(hi_k[:, 0] / lim, -3, 3),
                    jnp.clip(lo_k[:, 0] / lim, -3, 3), other_room(pre, lo_k, hi_k),
                    admissible.astype(jnp.float32)], -1)

@@ -138,7 +138,9 @@ def test_quick_reproduction_end_to_end(tmp_path):
   res = X.run(c, True, str(tmp_path), results_dir=str(tmp_path / "results"))
   names = [cl["claim"] for cl in res["claims"]]
   assert any("32% fewer" in n and "heel-aware" in n for n in names)
-  assert any("32% fewer" in n and "plain" in n for n in names)
+  # the heel-blind replanner is a descriptive row (it crosses the heel limit in most episodes)
+  assert any("heel-blind" in n for n in names)
+  assert {cl["verdict"] for cl in res["claims"] if "heel-blind" in cl["claim"]} == {"descriptive"}
   t = res["table"]["held_out"]["all"]
   for pol in ("oracle", "replan", "heel_aware", "rl_gru", "rl_gru_resid"):
     m, lo, hi = t[pol]["success"]

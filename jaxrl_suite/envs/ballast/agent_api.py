@@ -72,10 +72,13 @@ class HydroApi(NamedTuple):
   limit_tables: Callable         # (bp, fields) -> (q [5], rates [K, 5], lo [5], hi [5]): the
                                  # limited quantities (hydro_baselines.LIMITS) now, per m3
                                  # along each route, and their admissible ranges
+  band_admissible: Callable      # (lo_band [..., 5], hi_band [..., 5], lo [5], hi [5]) -> bool[...]
+                                 # the band lies inside the ranges (the replanner's own test)
 
 
 def hydro_api() -> HydroApi:
   return HydroApi(split_obs=P.split_hydro_obs, make_baseline=HB.make_hydro_baseline,
                   predicted_moves=HB.predicted_moves, evidence=B.evidence,
                   reference_diagnosis=D.reference_diagnosis_hydro,
-                  n_edge_kinds=len(EDGE_KINDS), limit_tables=HB.limit_tables)
+                  n_edge_kinds=len(EDGE_KINDS), limit_tables=HB.limit_tables,
+                  band_admissible=HB.band_admissible)
