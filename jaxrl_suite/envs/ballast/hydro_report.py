@@ -78,13 +78,16 @@ def _sweep_lines(c, payload) -> list[str]:
       lines.append(f"| {var} | {s['updates']} | {s.get('episodes', '-')} | "
                    f"{s['steps_eff']:.2f} | {s['success']:.3f} | {s['violated']:.3f} |")
   lines += ["", "Change per doubling (validation steps_eff, 95% CI over seeds x episodes, on the "
-            "episodes both checkpoints scored):", ""]
+            "episodes both checkpoints scored). A description only: the verdicts' fair-chance "
+            "test is the layer's (repro.flatness: a t interval over seeds of the last "
+            "doubling's per-seed log change, in each claim row), which treats the seed, not the "
+            "episode, as the unit; \"within flat_tol\" below is this bootstrap's reading:", ""]
   for var, f in payload["flattening"].items():
     for s in f["steps"]:
       m, lo, hi = s["delta_steps"]
       lines.append(f"- {var} {s['from']} -> {s['to']}: {m:+.2f} [{lo:+.2f}, {hi:+.2f}] "
                    f"({s.get('episodes', '-')} episodes x {c.n_seeds} seeds)")
-    lines.append(f"- {var} flattened: {f['flattened']}")
+    lines.append(f"- {var} within flat_tol ({c.flat_tol:g} steps, bootstrap): {f['flattened']}")
   return lines
 
 

@@ -153,7 +153,7 @@ def test_report_formats_every_section(tmp_path):
   dt = hydro_tables.diagnosis_table(diag, scores, groups, ("rl_gru",), 20)
   c = types.SimpleNamespace(n_seeds=2, budget_updates=(10, 20), resid_max_updates=10,
                             ppo=types.SimpleNamespace(num_envs=4, num_steps=8, aux_coef=0.5),
-                            eval_episodes=4, variants=("rl_gru",), n_boot=20)
+                            eval_episodes=4, variants=("rl_gru",), n_boot=20, flat_tol=0.5)
   sw = [{"updates": u, "steps_eff": np.full((2, 1, 4), 6.0 - u / 10)} for u in (10, 20)]
   payload = {"layouts": {"train": ["gen0"], "held_out": ["gen1"], "shipped": ["ring14"]},
              "decision_step_h": 0.25, "heel_aware_comparator": {"gen1": "heel_replan_1"},
@@ -165,6 +165,8 @@ def test_report_formats_every_section(tmp_path):
   assert "| 1 blocked | 2 | rl_gru | 5.0 [5.0, 5.0] |" in md
   assert "- held_out rl_gru_vs_replan: +0.750 [+0.750, +0.750]" in md
   assert "- rl_gru 10 -> 20: -1.00 [-1.00, -1.00] (4 episodes x 2 seeds)" in md
+  assert "- rl_gru within flat_tol (0.5 steps, bootstrap): False" in md
+  assert "A description only" in md
   assert "| held_out | >=1 blocked | 3 | rl_gru | 0.750 [0.750, 0.750] |" in md
   assert md.endswith("![trade-off and sweep](ballast_hydro.png)\n")
   assert hydro_report.fmt(None) == "-" and hydro_report.fmt((0.5, 0.25, 1.0), True) == (
