@@ -177,6 +177,7 @@ def vidur_run(c, r: dict[str, np.ndarray], work: str, cache: str, tag: str,
   arr = {k: np.asarray(out[k], np.float64) for k in ("arrival", "first_token", "finish")}
   arr.update(completed=np.asarray(out["completed"], bool), output=np.asarray(r["output"]),
              restarts=np.asarray(out["restarts"]), batches=out["batches"],
+             forests=out.get("forests"),
              cpu_s_run=float(out["cpu_s_run"]), cpu_s_setup=float(out["cpu_s_setup"]))
   return arr
 

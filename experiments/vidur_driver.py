@@ -11,6 +11,7 @@ SPEC.json: {"requests": [[arrival_s, prompt, output], ...] (sorted by arrival), 
 rows), "work_dir", "cache_dir" (Vidur's model cache, shared by runs), "rf_estimators",
 "rf_max_depth", "cv_splits", optional "prefill_at_cached" (patch_vidur)}.
 OUT.json: per request (in SPEC order) arrival, first-token and completion times (s), restarts;
+the forests' prediction tables (forest_tables);
 per batch [total q tokens, decode requests, their kv-token sum, [[q, kv] of each prefill chunk],
 Vidur's predicted time (s)] (kv = tokens in KV after this iteration's q tokens, Vidur's lookup
 key); the simulator's CPU seconds (setup = training its forests; run = the simulation).
@@ -159,6 +160,16 @@ def make_config(spec: dict, work_dir: str, trace_path: str):
                              metrics_config=metrics)
 
 
+def forest_tables(sim) -> dict[str, list]:
+  """The trained forests' prediction tables Vidur prices batches from: {"mlp_up_proj": [[n,
+  ms]], "attn_decode": [[batch size, kv, ms]], "attn_prefill": [[kv, chunk, ms]]} (its own
+  grids: n = 1..max tokens, kv in steps of its 256-token granularity, chunks in steps of 32)."""
+  sched = next(iter(sim._scheduler._replica_schedulers.values()))  # pylint: disable=protected-access
+  pred = sched._execution_time_predictor._predictions  # pylint: disable=protected-access
+  return {name: [[*map(float, k), float(v)] for k, v in pred[name].items()]
+          for name in ("mlp_up_proj", "attn_decode", "attn_prefill")}
+
+
 def run(spec: dict) -> dict:
   from vidur.config.model_config import BaseModelConfig  # pylint: disable=import-outside-toplevel
   from vidur.simulator import Simulator  # pylint: disable=import-outside-toplevel
@@ -181,7 +192,7 @@ def run(spec: dict) -> dict:
   t1 = time.process_time()
   sim.run()
   t_run = time.process_time() - t1
-  return {"arrival": [r.arrived_at for r in reqs],
+  return {"forests": forest_tables(sim), "arrival": [r.arrived_at for r in reqs],
           "first_token": [r.prefill_completed_at for r in reqs],
           "finish": [r.completed_at for r in reqs],
           "completed": [bool(r.completed) for r in reqs],

@@ -17,7 +17,8 @@ Side by side with Vidur (table 3; Vidur's arrays come from experiments/vidur_dri
   throughput(arrival, finish, done) -> finished req/s over the makespan
   compare_requests(ours, vid) -> {metric: {n, pearson, spearman, engine/vidur/ratio_p50/90/99}}
   vidur_keys(batches) -> Vidur's lookup points; decode_key_profiled(batches) -> [B] bool
-  price_batches(batches, at_vidur_keys) -> [B] seconds; batch_ratio_stats(batches)
+  vidur_rebuild(batches, forests) -> [B] Vidur's time from its forests' tables
+  price_batches(batches, at_vidur_keys) -> [B] seconds; batch_ratio_stats(batches, forests)
   vidur_capacity(capacity, vc) -> capacity dict with Vidur's side and the ratios
   one_load(r, v, arrays) -> one load's summary (engine; with v, Vidur and the comparisons)
   targets(c, side) -> [{target, value, met}] (issue #35's targets against the numbers)
@@ -246,15 +247,33 @@ def decode_key_profiled(batches: list, prof=None) -> np.ndarray:
   return np.array([b == 0 or (int(b), int(m)) in rows for b, m in zip(k["n_dec"], k["mean_kv"])])
 
 
+def vidur_rebuild(batches: list, forests: dict) -> np.ndarray:
+  """[B] seconds: Vidur's time for each batch rebuilt from its forests' prediction tables
+  (vidur_driver.forest_tables) at its lookup keys (vidur_keys), 1e-3 L [mlp(n_tok) + sum_i
+  prefill(kv_i, q_i) + decode(n_dec, mean_kv)], the decomposition its 0.0.26 predictor uses
+  (no decode batching overhead on this path: the record checks it, ratio to its time = 1)."""
+  k = vidur_keys(batches)
+  mlp = {int(n): v for n, v in forests["mlp_up_proj"]}
+  dec = {(int(b), int(kv)): v for b, kv, v in forests["attn_decode"]}
+  pre = {(int(kv), int(q)): v for kv, q, v in forests["attn_prefill"]}
+  g = np.array([mlp[int(n)] for n in k["n_tok"]], np.float64)
+  d = np.array([dec[(int(b), int(m))] if b > 0 else 0.0
+                for b, m in zip(k["n_dec"], k["mean_kv"])], np.float64)
+  p = np.bincount(k["idx"], np.array([pre[(int(kv), int(q))] for kv, q in zip(k["kv"], k["q"])],
+                                     np.float64), len(batches))
+  return 1e-3 * profiled_cost.N_LAYERS * (g + p + d)
+
+
 def batch_ratios(batches: list) -> np.ndarray:
   """[B] the engine's cost of each of Vidur's batches over Vidur's predicted time."""
   return price_batches(batches) / np.array([b[4] for b in batches], np.float64)
 
 
-def batch_ratio_stats(batches: list) -> dict[str, dict[str, float]]:
+def batch_ratio_stats(batches: list, forests: dict | None = None) -> dict[str, dict[str, float]]:
   """Ratio engine cost / Vidur's time over Vidur's batches: as formed, at Vidur's lookup keys,
   and at its keys split by whether the decode key is a profiled row (decode_key_profiled: there
-  both price the same measured point, so the ratio is table against forest on the data)."""
+  both price the same measured point, so the ratio is table against forest on the data). With
+  the forests' tables, also Vidur's time rebuilt from them (vidur_rebuild) over its time."""
   t_v = np.array([b[4] for b in batches], np.float64)
   at_keys = price_batches(batches, True) / t_v
   on = decode_key_profiled(batches)
@@ -264,6 +283,9 @@ def batch_ratio_stats(batches: list) -> dict[str, dict[str, float]]:
                     ("at its keys, decode key between rows", ~on)):
     if sel.any():
       out[name] = ratio_stats(at_keys[sel])
+  if forests is not None:
+    out["Vidur rebuilt from its forests at its keys / its time"] = ratio_stats(
+        vidur_rebuild(batches, forests) / t_v)
   return out
 
 
@@ -293,7 +315,7 @@ def vidur_capacity(capacity: dict[str, Any], vc: dict) -> dict[str, Any]:
   capacity.update(vidur_req_s=throughput(vc["arrival"], vc["finish"], vc["completed"]),
                   vidur_finished=int(vc["completed"].sum()))
   capacity["ratio"] = capacity["engine_req_s"] / capacity["vidur_req_s"]
-  capacity["batch_ratio"] = batch_ratio_stats(vc["batches"])
+  capacity["batch_ratio"] = batch_ratio_stats(vc["batches"], vc.get("forests"))
   return capacity
 
 
@@ -312,7 +334,7 @@ def one_load(r: dict, v: dict | None, arrays: dict) -> dict[str, Any]:
                     "cpu_s_setup": v["cpu_s_setup"]}
     vl = vidur_latencies(v)
     out["requests"] = compare_requests(ours, vl)
-    out["batch_ratio"] = batch_ratio_stats(v["batches"])
+    out["batch_ratio"] = batch_ratio_stats(v["batches"], v.get("forests"))
     arrays.update(e2e=(ours["e2e"], vl["e2e"]), batch_ratios=batch_ratios(v["batches"]))
   return out
 

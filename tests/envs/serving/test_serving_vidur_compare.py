@@ -175,3 +175,19 @@ def test_side_report_has_the_own_capacity_table():
   assert "| 0.5 | 3 | as formed | 0.900 | 1.000 | 1.100 | 0.200 |" in md
   assert "looked up at the chunk's cached tokens" in md
   assert "Per batch as formed (load 0.5): p10 / p50 / p90 = 0.900 / 1.000 / 1.100." in md
+
+
+def test_vidur_rebuild_known_answer():
+  """32 layers x (mlp at the rounded token count + each prefill at (kv, chunk) keys + decode at
+  (n, rounded mean context)), in ms -> s; a batch without decoders has no decode term."""
+  forests = {"mlp_up_proj": [[72.0, 1.0], [8.0, 0.5], [2048.0, 3.0]],
+             "attn_decode": [[2.0, 1280.0, 0.25], [3.0, 1024.0, 0.125]],
+             "attn_prefill": [[512.0, 96.0, 0.5], [1024.0, 1024.0, 2.0], [2048.0, 1056.0, 4.0]]}
+  batches = [[70, 2, 2 * 1100 + 1, [[65, 300]], 0.0],
+             [3, 3, 3 * 1000, [], 0.0],
+             [2048, 0, 0, [[1000, 1000], [1048, 2000]], 0.0]]
+  want = 1e-3 * 32 * np.array([1.0 + 0.5 + 0.25, 0.5 + 0.125, 3.0 + 2.0 + 4.0])
+  np.testing.assert_allclose(vc.vidur_rebuild(batches, forests), want, rtol=1e-12)
+  t = [b[:4] + [w] for b, w in zip(batches, want)]
+  s = vc.batch_ratio_stats(t, forests)["Vidur rebuilt from its forests at its keys / its time"]
+  assert s["n"] == 3 and s["max_abs_err"] < 1e-12
