@@ -229,7 +229,7 @@ def own_capacity_loads(c, capacity: dict, work: str, cache: str) -> dict[str, An
     r_e = vidur_compare.replay_at(c, capacity, f * capacity["engine_req_s"])
     r_v = vidur_compare.replay_at(c, capacity, f * capacity["vidur_req_s"])
     out[str(f)] = vidur_compare.one_load(r_e, vidur_run(c, r_v, work, cache, f"own_{f}"), {})
-    out[str(f)]["vidur_offered_req_s"] = float((len(r_v["arrival"]) - 1) / np.ptp(r_v["arrival"]))
+    out[str(f)]["vidur_offered_req_s"] = vidur_compare.offered_req_s(r_v["arrival"])
   return out
 
 

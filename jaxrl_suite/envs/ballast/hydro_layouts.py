@@ -7,12 +7,12 @@
 
 A layout is usable when its route library fits `max_routes`, it has at least 3 blockable pipes
 (the clog prior places up to 3 blockages) and its plans start within half the heel limit, and
-inside the trim and draught limits, often enough (`plannable`). Layouts are dicts as generator.generate_layout returns them, named
-"gen{seed}"; the scan is deterministic in seed0. `family_layouts` scans the parameterised family
-(family.py: ring with crossovers, split mains, branch trees, pipe resistances) instead, along
-the key stream of one split (group 0 training, 1 validation, 2 held-out: family.split_keys'
-streams, so the three sets never share a key); its layouts are named "{group}{j}" after their
-index j in that stream.
+inside the trim and draught limits, often enough (`plannable`). Layouts are dicts as
+generator.generate_layout returns them, named "gen{seed}"; the scan is deterministic in seed0.
+`family_layouts` scans the parameterised family (family.py: ring with crossovers, split mains,
+branch trees, pipe resistances) instead, along the key stream of one split (group 0 training, 1
+validation, 2 held-out: family.split_keys' streams, so the three sets never share a key); its
+layouts are named "{group}{j}" after their index j in that stream.
 """
 
 from __future__ import annotations

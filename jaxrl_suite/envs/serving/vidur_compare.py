@@ -16,7 +16,8 @@ Side by side with Vidur (table 3; Vidur's arrays come from experiments/vidur_dri
   latencies / engine_latencies / vidur_latencies -> {ttft, tpot, e2e: [n], nan if unfinished}
   throughput(arrival, finish, done) -> finished req/s over the makespan
   compare_requests(ours, vid) -> {metric: {n, pearson, spearman, engine/vidur/ratio_p50/90/99}}
-  vidur_keys(batches) -> Vidur's lookup points; decode_key_profiled(batches) -> [B] bool
+  batch_arrays(batches) -> arrays; vidur_keys(batches) -> Vidur's lookup points (rounded)
+  decode_key_profiled(batches) -> [B] bool; offered_req_s(arrival) -> float
   vidur_rebuild(batches, forests) -> [B] Vidur's time from its forests' tables
   price_batches(batches, at_vidur_keys) -> [B] seconds; batch_ratio_stats(batches, forests)
   vidur_capacity(capacity, vc) -> capacity dict with Vidur's side and the ratios
@@ -200,40 +201,43 @@ def round_up(x, g):
   return np.ceil(np.asarray(x, np.float64) / g) * g
 
 
-def vidur_keys(batches: list) -> dict[str, np.ndarray]:
-  """Vidur 0.0.26's lookup points of each batch it formed ([q total, n decode, decode kv sum,
-  [[q, kv] per prefill], t], vidur_driver's format): {"n_tok" [B]: q total rounded up to 8,
-  "n_dec" [B], "mean_kv" [B]: the decode batch's mean context floored then rounded up to 256,
-  "idx" [R]: batch of each prefill chunk, "q" [R]: its chunk rounded up to 32, "kv" [R]: cached
-  + chunk rounded up to 256 (Vidur looks prefill attention up at that many cached tokens)}."""
+def batch_arrays(batches: list) -> dict[str, np.ndarray]:
+  """The batches Vidur formed ([q total, n decode, decode kv sum, [[q, kv] per prefill], t],
+  vidur_driver's format) as arrays: {"n_tok" [B], "n_dec" [B], "mean_kv" [B] (decode kv sum /
+  n decode), "idx" [R] (batch of each prefill chunk), "q" [R] (its tokens), "kv" [R] (tokens in
+  KV after it: cached + chunk)}, float64 but idx."""
   n_dec = np.array([b[1] for b in batches], np.float64)
-  mean_kv = np.array([b[2] for b in batches], np.float64) / np.maximum(n_dec, 1)
   pre = np.array([qk for b in batches for qk in b[3]], np.float64).reshape(-1, 2)
-  return {"n_tok": round_up([b[0] for b in batches], 8), "n_dec": n_dec,
-          "mean_kv": round_up(np.floor(mean_kv), 256),
+  return {"n_tok": np.array([b[0] for b in batches], np.float64), "n_dec": n_dec,
+          "mean_kv": np.array([b[2] for b in batches], np.float64) / np.maximum(n_dec, 1),
           "idx": np.array([i for i, b in enumerate(batches) for _ in b[3]], np.int64),
-          "q": round_up(pre[:, 0], 32), "kv": round_up(pre[:, 1], 256)}
+          "q": pre[:, 0], "kv": pre[:, 1]}
+
+
+def vidur_keys(batches: list) -> dict[str, np.ndarray]:
+  """Vidur 0.0.26's lookup points of each batch it formed (batch_arrays' keys, rounded as it
+  rounds them): n_tok up to 8, mean_kv floored then up to 256, q up to 32, kv (cached + chunk:
+  Vidur looks prefill attention up at that many cached tokens) up to 256."""
+  a = batch_arrays(batches)
+  return {**a, "n_tok": round_up(a["n_tok"], 8), "mean_kv": round_up(np.floor(a["mean_kv"]), 256),
+          "q": round_up(a["q"], 32), "kv": round_up(a["kv"], 256)}
 
 
 def price_batches(batches: list, at_vidur_keys: bool = False) -> np.ndarray:
   """[B] seconds the engine's profiled cost (t_ovh = 0) gives each batch Vidur formed
-  (vidur_keys' format): 1e-3 L [G(q total) + sum_i P(q_i, kv_i - q_i) + D(n_dec, kv sum / n_dec)].
-  at_vidur_keys: at Vidur's lookup points instead (vidur_keys): what is left of the ratio then
-  is Vidur's forests against our tables."""
+  (batch_arrays): 1e-3 L [G(n_tok) + sum_i P(q_i, kv_i - q_i) + D(n_dec, mean_kv)].
+  at_vidur_keys: at Vidur's lookup points instead (vidur_keys, prefill at P(q_i, kv_i)): what
+  is left of the ratio then is Vidur's forests against our tables."""
   tab = profiled_cost.a100_llama2_7b()
-  if at_vidur_keys:
-    k = vidur_keys(batches)
-    n_tok, n_dec, mean_kv, idx, q, cached = (k[x] for x in ("n_tok", "n_dec", "mean_kv", "idx",
-                                                            "q", "kv"))
-  else:
-    n_tok = np.array([b[0] for b in batches], np.float64)
-    n_dec = np.array([b[1] for b in batches], np.float64)
-    mean_kv = np.array([b[2] for b in batches], np.float64) / np.maximum(n_dec, 1)
-    idx = np.array([i for i, b in enumerate(batches) for _ in b[3]], np.int64)
-    pre = np.array([qk for b in batches for qk in b[3]], np.float64).reshape(-1, 2)
-    q, cached = pre[:, 0], pre[:, 1] - pre[:, 0]
-  p_ms = np.bincount(idx, profiled_cost.prefill_ms(np, tab, q, cached), len(batches))
-  return profiled_cost.iteration_time(np, tab, n_tok, p_ms, n_dec, mean_kv)
+  k = vidur_keys(batches) if at_vidur_keys else batch_arrays(batches)
+  cached = k["kv"] if at_vidur_keys else k["kv"] - k["q"]
+  p_ms = np.bincount(k["idx"], profiled_cost.prefill_ms(np, tab, k["q"], cached), len(batches))
+  return profiled_cost.iteration_time(np, tab, k["n_tok"], p_ms, k["n_dec"], k["mean_kv"])
+
+
+def offered_req_s(arrival) -> float:
+  """Requests per second offered by the arrival times [n] (n - 1 gaps over their span)."""
+  return float((len(arrival) - 1) / np.ptp(arrival))
 
 
 def decode_key_profiled(batches: list, prof=None) -> np.ndarray:
@@ -297,7 +301,7 @@ def engine_capacity(c) -> tuple[dict, dict[str, Any], list[dict]]:
   done = cap_run["status"] == engine.DONE
   cap = throughput(cap_run["arrival"], cap_run["finish"], done)
   # the recorded rate (req/s at rate scale 1) of these requests
-  rate1 = (len(cap_run["arrival"]) - 1) / np.ptp(cap_run["arrival"]) / c.capacity_rate_scale
+  rate1 = offered_req_s(cap_run["arrival"]) / c.capacity_rate_scale
   runs = engine_replay(c, "profiled", [f * cap / rate1 for f in c.loads], no_overhead=True)
   return cap_run, {"engine_req_s": cap, "engine_finished": int(done.sum()),
                    "recorded_req_s": float(rate1)}, runs
@@ -324,7 +328,7 @@ def one_load(r: dict, v: dict | None, arrays: dict) -> dict[str, Any]:
   E2E pairs and per-batch ratios for the figure, into `arrays`)."""
   ours = engine_latencies(r)
   done = r["status"] == engine.DONE
-  out = {"offered_req_s": float((len(r["arrival"]) - 1) / np.ptp(r["arrival"])),
+  out = {"offered_req_s": offered_req_s(r["arrival"]),
          "engine": {"finished": int(done.sum()), "preemptions": int(r["npre"].sum()),
                     "throughput_req_s": throughput(r["arrival"], r["finish"], done)}}
   if v is not None:

@@ -191,3 +191,11 @@ def test_vidur_rebuild_known_answer():
   t = [b[:4] + [w] for b, w in zip(batches, want)]
   s = vc.batch_ratio_stats(t, forests)["Vidur rebuilt from its forests at its keys / its time"]
   assert s["n"] == 3 and s["max_abs_err"] < 1e-12
+
+
+def test_batch_arrays_and_offered_rate():
+  a = vc.batch_arrays([[70, 2, 2201, [[65, 300]], 0.0], [3, 0, 0, [], 0.0]])
+  np.testing.assert_array_equal(a["n_tok"], [70, 3])
+  np.testing.assert_array_equal(a["mean_kv"], [1100.5, 0.0])
+  np.testing.assert_array_equal(a["q"], [65]) and np.testing.assert_array_equal(a["kv"], [300])
+  assert vc.offered_req_s(np.array([0.0, 0.5, 2.0])) == 1.0
