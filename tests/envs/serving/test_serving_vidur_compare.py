@@ -197,5 +197,6 @@ def test_batch_arrays_and_offered_rate():
   a = vc.batch_arrays([[70, 2, 2201, [[65, 300]], 0.0], [3, 0, 0, [], 0.0]])
   np.testing.assert_array_equal(a["n_tok"], [70, 3])
   np.testing.assert_array_equal(a["mean_kv"], [1100.5, 0.0])
-  np.testing.assert_array_equal(a["q"], [65]) and np.testing.assert_array_equal(a["kv"], [300])
+  np.testing.assert_array_equal(a["q"], [65])
+  np.testing.assert_array_equal(a["kv"], [300])
   assert vc.offered_req_s(np.array([0.0, 0.5, 2.0])) == 1.0
