@@ -263,7 +263,8 @@ def _static_times(hw, n, p, sum_p, sum_pairs, max_o, own_m):
   decode steps; request i completes after the prefill and own_m[i] = o_i - 1 of them
   (per-token streaming). Analytic: `cost_model.static_batch_time`; profiled (hw.prof):
   `profiled_cost.static_decode_time` after a prefill of t_ovh + 1e-3 L [G(sum p) +
-  sum_i P(p_i, 0)]."""
+  sum_i P(p_i, 0)], both with the GPU's ratios (`hw.prof_ratio`). The unchunked prefill may pass
+  the profiled 4,096 tokens: G and P continue with the analytic slopes there."""
   t_ovh = hw.t_ovh[0]
   if hw.prof is None:
     t_pref, t_tot = cost_model.static_batch_time(jnp, t_ovh, hw.t_w[0], hw.alpha[0], hw.beta[0],
@@ -271,9 +272,10 @@ def _static_times(hw, n, p, sum_p, sum_pairs, max_o, own_m):
     dec = lambda m: cost_model.static_decode_time(jnp, t_ovh, hw.t_w[0], hw.alpha[0], hw.beta[0],
                                                   n, sum_p, m)
   else:
-    attn = jnp.sum(profiled_cost.prefill_ms(jnp, hw.prof, p, jnp.zeros_like(p)))
-    t_pref = profiled_cost.iteration_time(jnp, hw.prof, sum_p, attn, 0.0, 0.0, t_ovh)
-    dec = lambda m: profiled_cost.static_decode_time(jnp, hw.prof, t_ovh, n, sum_p, m)
+    r = None if hw.prof_ratio is None else profiled_cost.Ratios(*(x[0] for x in hw.prof_ratio))
+    attn = jnp.sum(profiled_cost.prefill_ms(jnp, hw.prof, p, jnp.zeros_like(p), r))
+    t_pref = profiled_cost.iteration_time(jnp, hw.prof, sum_p, attn, 0.0, 0.0, t_ovh, r=r)
+    dec = lambda m: profiled_cost.static_decode_time(jnp, hw.prof, t_ovh, n, sum_p, m, r=r)
     t_tot = t_pref + dec(max_o - 1)
   return t_pref, t_tot, t_pref + dec(own_m)
 
@@ -286,8 +288,8 @@ def default_params(mode: str = "static", gpu: str = "A100-7B",
                    rate_ref: float | None = None, iteration_cost: str = "analytic",
                    **overrides: Any) -> EnvParams:
   """Params of GPU type `gpu` serving `model` (cost_model.spec_for) over (a part of) a trace;
-  iteration_cost: "analytic" or "profiled" (Vidur-profile tables, A100-7B only:
-  engine.make_hardware);
+  iteration_cost: "analytic" or "profiled" (Vidur's A100-7B profile tables, scaled to the GPU
+  by its analytic constants' ratios: engine.make_hardware);
   max_model_len None = the model's context, at most the GPU's KV capacity (prompts are clipped
   to it: `traces.Trace.clip_stats` reports how much). rate_window = K: every K-request window
   offers the mean rate rate_ref (default: the trace part's own) x rate_scale

@@ -38,9 +38,11 @@ One iteration on GPU g, scheduled at time t (vLLM-like, rules of design doc §2.
      sum_ctx = sum of decode contexts p + gen, and prefill attention pairs
      A(pf, c) = c pf + c (c + 1) / 2 per chunk (`cost_model.prefill_pairs`: causal masking, token
      j of the chunk attends to the pf earlier tokens and to j of its own; p (p + 1) / 2 for an
-     unchunked prefill). With `make_hardware(..., iteration_cost="profiled")` (A100 Llama-2-7B
-     only) the duration is instead `profiled_cost.iteration_time`: tables fitted to Vidur's
-     operator profiles, t_ovh + 1e-3 L [G(N_tok) + sum_i P(c_i, pf_i) + D(n_d, mean context)].
+     unchunked prefill). With `make_hardware(..., iteration_cost="profiled")` the duration is
+     instead `profiled_cost.iteration_time`: tables fitted to Vidur's A100 Llama-2-7B operator
+     profiles, t_ovh + 1e-3 L [G(N_tok) + sum_i P(c_i, pf_i) + D(n_d, mean context)], linear
+     beyond the profiled grid, and on any other GPU type scaled by its analytic constants'
+     ratios to A100-7B's (`Hardware.prof_ratio`; profiled_cost module docstring).
 At the iteration's end every scheduled request advances: prefill chunks add to pf; a request whose
 prefill completes, and every decoding request, emits one token (TTFT = end of the iteration that
 emits the first token); a request with gen == o finishes.
@@ -63,10 +65,11 @@ and n = min(n_fin, n_kv, n_seg, k_b + 1) with n_fin the fewest tokens any decode
 the KV check cannot preempt inside the span) and k_b the number of span boundaries at or before
 the next future arrival already waiting on the GPU; n_seg = inf for the analytic cost, and for
 the profiled one the iterations whose mean context stays on one linear segment of the decode
-table, where the iteration time is exactly c0 + beta s (`profiled_cost.decode_linear` gives c0,
-beta: `_decode_coeffs`). Admission cannot succeed at a skipped
-boundary: the first arrived waiting request failed now, and its tests (running count vs cap, free
-blocks vs watermark, token budget) only get harder while the batch is unchanged.
+table (the last one, beyond 4,096 tokens of context, is unbounded), where the iteration time is
+exactly c0 + beta s (`profiled_cost.decode_linear` gives c0, beta: `_decode_coeffs`). Admission
+cannot succeed at a skipped boundary: the first arrived waiting request failed now, and its tests
+(running count vs cap, free blocks vs watermark, token budget) only get harder while the batch is
+unchanged.
 
 Spans run across decisions. What can change a GPU's schedule comes only from a decision (a
 request routed to it, a new cap, requests entering the table), so the decision calls `cut(eng,
@@ -85,7 +88,6 @@ from __future__ import annotations
 import flax.struct as struct
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from jaxrl_suite.envs.serving import cost_model
 from jaxrl_suite.envs.serving import profiled_cost
@@ -111,40 +113,35 @@ class Hardware:
   type_id: jax.Array        # int32 [N]
   max_batched_tokens: jax.Array  # int32 [N]
   # iteration cost: None = analytic (cost_model.iteration_time with the constants above); else
-  # the profile-fitted tables (profiled_cost.ProfiledTables) shared by every GPU
+  # the A100-7B profile-fitted tables (profiled_cost.ProfiledTables) shared by every GPU, and
+  # each GPU's analytic constants over A100-7B's ([N] each) that scale them to it
   prof: profiled_cost.ProfiledTables | None = None
+  prof_ratio: profiled_cost.Ratios | None = None
 
 
 ITERATION_COSTS = ("analytic", "profiled")
-# GPU specs with profile-fitted tables (profiled_cost): Llama-2-7B on one A100, TP1
-PROFILED_SPECS = ("A100-7B",)
+# GPU specs with measured profiles (profiled_cost): Llama-2-7B on one A100, TP1. Every other spec
+# runs iteration_cost="profiled" on tables derived from these (profiled_cost.Ratios).
+PROFILED_SPECS = (profiled_cost.PROFILED.name,)
 
 
 def make_hardware(specs, max_batched_tokens=2048, watermark_frac: float = 0.01,
                   dtype=float, iteration_cost: str = "analytic") -> Hardware:
   """Hardware of the GPUs `specs`; max_batched_tokens: one for all or one per GPU.
-  iteration_cost: "analytic" (cost_model.iteration_time, every GPU type) or "profiled"
-  (profiled_cost tables fitted to Vidur's profiles; every spec must be in PROFILED_SPECS)."""
+  iteration_cost: "analytic" (cost_model.iteration_time) or "profiled" (profiled_cost: the tables
+  fitted to Vidur's A100-7B profiles, scaled to each GPU by `profiled_cost.ratios`); both run
+  every GPU spec. No token-budget limit: beyond the profiled 4,096 tokens the tables grow with
+  the analytic slopes (GEMM alpha per token, prefill attention gamma per pair), not flat."""
   tab = cost_model.spec_table(specs)
   f = lambda x: jnp.asarray(x, dtype=jnp.result_type(dtype))
   if iteration_cost not in ITERATION_COSTS:
     raise ValueError(f"iteration_cost must be one of {ITERATION_COSTS}, got {iteration_cost!r}")
-  prof = None
+  prof, ratio = None, None
   if iteration_cost == "profiled":
-    bad = sorted({s.name for s in specs if s.name not in PROFILED_SPECS})
-    if bad:
-      raise ValueError(f"iteration_cost='profiled' has Vidur profiles only for {PROFILED_SPECS}; "
-                       f"got {bad}: use iteration_cost='analytic' for these GPU specs")
-    tab_np = profiled_cost.a100_llama2_7b()
-    # the tables are constant beyond their last node: a larger token budget would be underpriced
-    top = int(min(tab_np.gemm_n[-1], tab_np.pf_c[-1]))
-    if int(np.max(max_batched_tokens)) > top:
-      raise ValueError(f"iteration_cost='profiled': max_batched_tokens "
-                       f"{int(np.max(max_batched_tokens))} exceeds the profiled range ({top} "
-                       "tokens per iteration); lower it or use iteration_cost='analytic'")
-    prof = profiled_cost.as_jax(tab_np, jnp.result_type(dtype))
-  return Hardware(prof=prof, t_ovh=f(tab["t_ovh"]), t_w=f(tab["t_w"]), alpha=f(tab["alpha"]),
-                  beta=f(tab["beta"]), gamma=f(tab["gamma"]),
+    prof = profiled_cost.as_jax(profiled_cost.a100_llama2_7b(), jnp.result_type(dtype))
+    ratio = profiled_cost.as_jax(profiled_cost.ratios(specs), jnp.result_type(dtype))
+  return Hardware(prof=prof, prof_ratio=ratio, t_ovh=f(tab["t_ovh"]), t_w=f(tab["t_w"]),
+                  alpha=f(tab["alpha"]), beta=f(tab["beta"]), gamma=f(tab["gamma"]),
                   kv_blocks=jnp.asarray(tab["kv_blocks"], jnp.int32),
                   watermark=jnp.asarray((watermark_frac * tab["kv_blocks"]).astype("int32")),
                   type_id=jnp.asarray(tab["type_id"], jnp.int32),
@@ -431,14 +428,21 @@ def _decode_c0(t_ovh, t_w, alpha, nd):
   return cost_model.iteration_time(jnp, t_ovh, t_w, alpha, 0.0, 0.0, nd, 0.0, 0.0)
 
 
-def _decode_coeffs(hw: Hardware, t_ovh, t_w, alpha, beta, nd, s):
+def _ratio(hw: Hardware, g=None) -> profiled_cost.Ratios | None:
+  """GPU g's profiled-cost ratios (scalars; g None: all GPUs, [N]); None for the analytic cost."""
+  if hw.prof_ratio is None or g is None:
+    return hw.prof_ratio
+  return profiled_cost.Ratios(*(_pick(x, g) for x in hw.prof_ratio))
+
+
+def _decode_coeffs(hw: Hardware, ratio, t_ovh, t_w, alpha, beta, nd, s):
   """(c0, beta, n_seg): a pure-decode iteration of nd requests at context sum s takes c0 + beta s
   for the next n_seg iterations (float, inf = unbounded). Analytic: c0 = `_decode_c0`, the
-  spec's beta, n_seg = inf. Profiled: `profiled_cost.decode_linear` (module docstring). Arrays
-  broadcast (one GPU or all [N])."""
+  spec's beta, n_seg = inf. Profiled: `profiled_cost.decode_linear` with the GPU's `ratio`
+  (module docstring). Arrays broadcast (one GPU or all [N])."""
   if hw.prof is None:
     return _decode_c0(t_ovh, t_w, alpha, nd), beta, jnp.full(jnp.shape(nd), INF, t_ovh.dtype)
-  c0, b, n_seg = profiled_cost.decode_linear(jnp, hw.prof, nd, s, t_ovh)
+  c0, b, n_seg = profiled_cost.decode_linear(jnp, hw.prof, nd, s, t_ovh, r=ratio)
   return c0.astype(t_ovh.dtype), b.astype(t_ovh.dtype), n_seg.astype(t_ovh.dtype)
 
 
@@ -449,12 +453,12 @@ def _iteration_time(hw: Hardware, g, n_tok, sum_ctx, sum_sq, chunk, pf, pref, nd
   if hw.prof is None:
     return cost_model.iteration_time(jnp, t_ovh, _pick(hw.t_w, g), _pick(hw.alpha, g),
                                      _pick(hw.beta, g), _pick(hw.gamma, g), n_tok, sum_ctx, sum_sq)
-  ft = t_ovh.dtype
+  ft, r = t_ovh.dtype, _ratio(hw, g)
   p_ms = jnp.sum(jnp.where(pref, profiled_cost.prefill_ms(jnp, hw.prof, chunk.astype(ft),
-                                                          pf.astype(ft)), 0.0))
+                                                          pf.astype(ft), r), 0.0))
   mean_ctx = sum_ctx / jnp.maximum(nd, 1).astype(ft)
   return profiled_cost.iteration_time(jnp, hw.prof, n_tok, p_ms, nd.astype(ft), mean_ctx,
-                                      t_ovh).astype(ft)
+                                      t_ovh, r=r).astype(ft)
 
 
 def decode_span_time(c0, beta, s, nd, k):
@@ -779,7 +783,7 @@ def schedule(eng: Engine, hw: Hardware, g, t, span_bound=INF, fast_forward: bool
     # 5. Decode span: n identical pure-decode iterations as one event (module docstring).
     nd = jnp.sum(dec)
     pure = busy & ~jnp.any(pref)
-    c0, beta, n_seg = _decode_coeffs(hw, _pick(hw.t_ovh, g), _pick(hw.t_w, g),
+    c0, beta, n_seg = _decode_coeffs(hw, _ratio(hw, g), _pick(hw.t_ovh, g), _pick(hw.t_w, g),
                                      _pick(hw.alpha, g), _pick(hw.beta, g), nd.astype(ft),
                                      sum_ctx.astype(ft))
     big = jnp.iinfo(jnp.int32).max // 4
@@ -835,8 +839,8 @@ def at_time(eng: Engine, hw: Hardware, t) -> Engine:
   mem = (eng.status == RUNNING) & (eng.chunk > 0) & (eng.pf >= eng.pt)
   ctx = jnp.where(mem, req.prompt + eng.gen, 0)
   nd, s = _per_gpu_sums(onehot, [mem.astype(jnp.int32), ctx])
-  c0, beta, _ = _decode_coeffs(hw, hw.t_ovh, hw.t_w, hw.alpha, hw.beta, nd.astype(ft),
-                               s.astype(ft))
+  c0, beta, _ = _decode_coeffs(hw, _ratio(hw), hw.t_ovh, hw.t_w, hw.alpha, hw.beta,
+                               nd.astype(ft), s.astype(ft))
   span = eng.busy & (eng.reps > 1)
   k = decode_steps_within(c0, beta, s, nd, t - eng.t_start, jnp.maximum(eng.reps - 1, 0))
   k = jnp.where(span, k, 0)
@@ -870,8 +874,8 @@ def cut(eng: Engine, hw: Hardware, g, t) -> Engine:
   nd = jnp.sum(mem)
   s = jnp.sum(jnp.where(mem, req.prompt + eng.gen, 0)).astype(ft)
   reps, t0 = _pick(eng.reps, g), _pick(eng.t_start, g)
-  c0, beta, _ = _decode_coeffs(hw, _pick(hw.t_ovh, g), _pick(hw.t_w, g), _pick(hw.alpha, g),
-                               _pick(hw.beta, g), nd.astype(ft), s)
+  c0, beta, _ = _decode_coeffs(hw, _ratio(hw, g), _pick(hw.t_ovh, g), _pick(hw.t_w, g),
+                               _pick(hw.alpha, g), _pick(hw.beta, g), nd.astype(ft), s)
   k = decode_steps_within(c0, beta, s, nd, t - t0, jnp.maximum(reps - 1, 0))
   n = jnp.where(_pick(eng.busy, g) & (reps > 1), jnp.minimum(k + 1, reps), reps)
   shorter = n < reps

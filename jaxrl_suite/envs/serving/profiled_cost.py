@@ -32,6 +32,35 @@ Rows: `data/vidur_a100_llama2_7b_attention.csv` (kind, size = chunk or batch, kv
 median_ms), 1,540 rows read from vidur's `attention.csv` (data/ATTRIBUTION.md). They are not
 vidur's whole grid; the fit is checked against them in
 tests/envs/serving/test_serving_profiled_cost.py.
+
+Beyond the grid (N > 4096 batched tokens, chunk c > 4096, cached p > 4096, decode context
+k > 4096: Llama-3.1-8B reaches 128k) the tables continue linearly with the analytic slopes of
+A100-7B (`cost_model.A100_7B`, per layer in ms: 1e3 x / L), instead of staying flat:
+
+    G(N)    = G(N') + 1e3 alpha_A / L (N - N')                          N' = min(N, 4096)
+    P(c, p) = P(c', p') + 1e3 gamma_A / L [A(p, c) - A(p', c')]        c', p' clipped to the grid
+    D(b, k) = D(b, k') + 1e3 beta_A / L b (k - k')                      k' = min(k, 4096)
+
+(A(p, c) = c p + c (c + 1) / 2, cost_model.prefill_pairs): so beyond the grid the time per
+context token is beta, per cached token of a chunk of c is gamma c, and per batched token alpha,
+as in the analytic model. In the grid the extra terms are exactly 0. The batch axis of D is not
+extended: b > 256 decoders cost D(256, k) + the context term (`DECODE_NODES`).
+
+Other GPUs (every `cost_model.GPU_TYPES` spec) are derived from these A100 tables by the ratios
+of their analytic constants to A100-7B's (`Ratios`, `ratios`):
+
+    G_i(N) = G(N) max(t_w_i, alpha_i N) / max(t_w_A, alpha_A N)     (floor ratio, then GEMM)
+    P_i    = P gamma_i / gamma_A,     D_i = D beta_i / beta_A
+
+with the GPU's own t_ovh. The constants are totals over the model's layers, so L = 32 stays and
+the totals follow the GPU's analytic scale (the 80-layer TP4 70B spec; the 8B variants, whose
+constants `cost_model.for_model` scaled). One correction keeps G_i monotone: a GPU that stays
+floor-bound past A100-7B's knee N_A = t_w_A / alpha_A = 150 tokens (t_w_i / alpha_i > N_A: H100,
+L4, L40S, the 70B) gets G_i(N) = max(G_i(N), G_i(N_A)) for N > N_A (`gemm_ms`). Without it the
+ratio falls as 1 / N from the knee on while the A100's G sits on the plateau after its 128-token
+GEMM tile step, so an H100 would price 256 tokens 37% below 150. A100-7B's ratios are exactly 1
+and its times in the grid are the fitted tables' own. Only A100-7B is profiled; the others are
+derived, not measured.
 """
 
 from __future__ import annotations
@@ -44,7 +73,18 @@ from typing import NamedTuple
 
 import numpy as np
 
+from jaxrl_suite.envs.serving import cost_model
+
 N_LAYERS = 32          # Llama-2-7B decoder layers (HF config)
+# The spec the tables were profiled on: base of the per-GPU ratios and of the slopes beyond the grid
+PROFILED = cost_model.A100_7B
+# Slopes beyond the grid, ms per layer (module docstring): per batched token (GEMM), per prefill
+# (query, key) pair, per decode context token of one sequence
+GEMM_SLOPE_MS = 1e3 * PROFILED.alpha / N_LAYERS
+PAIR_SLOPE_MS = 1e3 * PROFILED.gamma / N_LAYERS
+CTX_SLOPE_MS = 1e3 * PROFILED.beta / N_LAYERS
+# A100-7B's analytic floor/GEMM crossover t_w / alpha (150 tokens): the derived G's hold point
+GEMM_KNEE = PROFILED.t_w / PROFILED.alpha
 DATA_DIR = os.path.join(os.path.dirname(__file__), "data")
 MLP_FILE = "vidur_a100_llama2_7b_mlp.csv"
 ATTN_FILE = "vidur_a100_llama2_7b_attention.csv"
@@ -200,10 +240,31 @@ def a100_llama2_7b() -> ProfiledTables:
       dec_ms=monotone_grid(fit_surface(*DECODE_NODES, dc[:, 0], dc[:, 1], dc[:, 2])))
 
 
-def as_jax(tab: ProfiledTables, dtype=None) -> ProfiledTables:
-  """The tables as jax arrays (default float dtype: float32 unless jax_enable_x64)."""
+class Ratios(NamedTuple):
+  """One GPU's analytic constants over A100-7B's (`PROFILED`): t_w, alpha (GEMM), beta (decode
+  attention), gamma (prefill attention). Scalars or [N] arrays (one per GPU), float64 quotients:
+  computed once in numpy, because a jitted x / constant becomes x * (1 / constant) in XLA, and
+  3.4e-9 * float32(1 / 3.4e-9) is 0.99999994, not 1 (A100-7B's ratios must be exactly 1)."""
+  t_w: np.ndarray
+  alpha: np.ndarray
+  beta: np.ndarray
+  gamma: np.ndarray
+
+
+def ratios(specs) -> Ratios:
+  """Ratios of a cost_model.GPUSpec (float scalars) or a sequence of them ([N] float64)."""
+  one = isinstance(specs, cost_model.GPUSpec)
+  col = lambda f: np.array([getattr(s, f) / getattr(PROFILED, f)
+                            for s in ([specs] if one else specs)], np.float64)
+  r = Ratios(*(col(f) for f in Ratios._fields))
+  return Ratios(*(float(x[0]) for x in r)) if one else r
+
+
+def as_jax(tab, dtype=None):
+  """ProfiledTables (or Ratios) as jax arrays (default float dtype: float32 unless
+  jax_enable_x64)."""
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
-  return ProfiledTables(*(jnp.asarray(x, dtype) for x in tab))
+  return type(tab)(*(jnp.asarray(x, dtype) for x in tab))
 
 
 def _segment(xp, nodes, x):
@@ -232,92 +293,129 @@ def bilinear(xp, nx, ny, grid, x, y):
           + (1 - fx) * fy * g(i, j + 1) + fx * fy * g(i + 1, j + 1))
 
 
-def gemm_ms(xp, tab: ProfiledTables, n_tok):
+def gemm_ratio(xp, r: Ratios, n_tok):
+  """G_i(N) / G(N) = max(t_w_i, alpha_i N) / max(t_w_A, alpha_A N) from the ratios r. With
+  u = alpha_A N / t_w_A (the A100's GEMM time over its floor) that is max(r.t_w, r.alpha u) for
+  u <= 1 and max(r.t_w / u, r.alpha) after: r = 1 gives exactly 1 (no x / x rounding)."""
+  u = n_tok * (PROFILED.alpha / PROFILED.t_w)
+  return xp.where(u <= 1.0, xp.maximum(r.t_w, r.alpha * u),
+                  xp.maximum(r.t_w / xp.maximum(u, 1.0), r.alpha))
+
+
+def gemm_ms(xp, tab: ProfiledTables, n_tok, r: Ratios | None = None):
   """G(N): non-attention operators of one layer at N batched tokens, ms (0 where N = 0: an empty
-  iteration does not run)."""
-  return xp.where(n_tok > 0, interp1(xp, tab.gemm_n, tab.gemm_ms, n_tok), 0.0)
+  iteration does not run); + GEMM_SLOPE_MS per token beyond the last node. r: the GPU's ratios,
+  None = A100-7B: G_i(N) = G(N) `gemm_ratio`(N), held at least at G_i(GEMM_KNEE) past the knee
+  where the GPU is floor-bound longer than the A100 (r.t_w > r.alpha), so that it never
+  decreases (module docstring). A100-7B (r.t_w = r.alpha) never takes the hold: G unchanged."""
+  g = (interp1(xp, tab.gemm_n, tab.gemm_ms, n_tok)
+       + GEMM_SLOPE_MS * xp.maximum(n_tok - tab.gemm_n[-1], 0.0))
+  if r is not None:
+    g = g * gemm_ratio(xp, r, n_tok)
+    knee = interp1(xp, tab.gemm_n, tab.gemm_ms, GEMM_KNEE) * xp.maximum(r.t_w, r.alpha)
+    g = xp.where((n_tok > GEMM_KNEE) & (r.t_w > r.alpha), xp.maximum(g, knee), g)
+  return xp.where(n_tok > 0, g, 0.0)
 
 
-def prefill_ms(xp, tab: ProfiledTables, chunk, cached):
-  """P(c, p): prefill attention of one layer, chunk c after p cached tokens, ms (0 where c = 0)."""
-  return xp.where(chunk > 0, bilinear(xp, tab.pf_c, tab.pf_k, tab.pf_ms, chunk, cached), 0.0)
+def prefill_ms(xp, tab: ProfiledTables, chunk, cached, r: Ratios | None = None):
+  """P(c, p): prefill attention of one layer, chunk c after p cached tokens, ms (0 where c = 0);
+  beyond the grid + PAIR_SLOPE_MS [A(p, c) - A(p', c')] (c', p' clipped to the last nodes). r: the
+  GPU's ratios (x r.gamma); None = A100-7B."""
+  c_in, p_in = xp.minimum(chunk, tab.pf_c[-1]), xp.minimum(cached, tab.pf_k[-1])
+  # A(p, c) - A(p', c') = c (p - p') + (c - c') (p' + (c + c' + 1) / 2): exactly 0 in the grid
+  extra = chunk * (cached - p_in) + (chunk - c_in) * (p_in + (chunk + c_in + 1) / 2)
+  v = bilinear(xp, tab.pf_c, tab.pf_k, tab.pf_ms, chunk, cached) + PAIR_SLOPE_MS * extra
+  return xp.where(chunk > 0, v if r is None else v * r.gamma, 0.0)
 
 
-def decode_ms(xp, tab: ProfiledTables, n_dec, mean_ctx):
-  """D(b, k): decode attention of one layer for b sequences at mean context k, ms (0 if b = 0)."""
-  return xp.where(n_dec > 0, bilinear(xp, tab.dec_b, tab.dec_k, tab.dec_ms, n_dec, mean_ctx), 0.0)
+def decode_ms(xp, tab: ProfiledTables, n_dec, mean_ctx, r: Ratios | None = None):
+  """D(b, k): decode attention of one layer for b sequences at mean context k, ms (0 if b = 0);
+  + CTX_SLOPE_MS b per unit of k beyond the last context node. r: the GPU's ratios (x r.beta);
+  None = A100-7B."""
+  v = (bilinear(xp, tab.dec_b, tab.dec_k, tab.dec_ms, n_dec, mean_ctx)
+       + CTX_SLOPE_MS * n_dec * xp.maximum(mean_ctx - tab.dec_k[-1], 0.0))
+  return xp.where(n_dec > 0, v if r is None else v * r.beta, 0.0)
+
+
+def _ctx_slope(n_dec, r: Ratios | None):
+  """dD/dk beyond the last context node, ms per unit of mean context: CTX_SLOPE_MS b (x r.beta)."""
+  return CTX_SLOPE_MS * n_dec * (1.0 if r is None else r.beta)
 
 
 def batch_time(xp, tab: ProfiledTables, chunk, cached, ctx, is_decode, t_ovh=0.0,
-               n_layers: int = N_LAYERS):
+               n_layers: int = N_LAYERS, r: Ratios | None = None):
   """Seconds of one iteration. Per-slot arrays [K]: chunk = prefill tokens this step (0 if none;
   ignored where is_decode), cached = tokens already in KV before the chunk, ctx = decode context
-  (read where is_decode).
+  (read where is_decode). r: the GPU's ratios (None = A100-7B).
 
   t = t_ovh + 1e-3 L [G(sum chunk + n_dec) + sum_i P(chunk_i, cached_i) + D(n_dec, mean ctx)].
   """
   chunk = xp.where(is_decode, 0, chunk)
   n_dec = xp.sum(is_decode)
   mean_ctx = xp.sum(xp.where(is_decode, ctx, 0)) / xp.maximum(n_dec, 1)
-  return iteration_time(xp, tab, xp.sum(chunk) + n_dec, xp.sum(prefill_ms(xp, tab, chunk, cached)),
-                        n_dec, mean_ctx, t_ovh, n_layers)
+  return iteration_time(xp, tab, xp.sum(chunk) + n_dec,
+                        xp.sum(prefill_ms(xp, tab, chunk, cached, r)), n_dec, mean_ctx, t_ovh,
+                        n_layers, r)
 
 
 def iteration_time(xp, tab: ProfiledTables, n_tok, prefill_attn_ms, n_dec, mean_ctx, t_ovh=0.0,
-                   n_layers: int = N_LAYERS):
+                   n_layers: int = N_LAYERS, r: Ratios | None = None):
   """t = t_ovh + 1e-3 L [G(n_tok) + prefill_attn_ms + D(n_dec, mean_ctx)] from batch totals
-  (prefill_attn_ms = sum_i P(c_i, p_i)); scalars or broadcasting arrays."""
-  per_layer = gemm_ms(xp, tab, n_tok) + prefill_attn_ms + decode_ms(xp, tab, n_dec, mean_ctx)
+  (prefill_attn_ms = sum_i P(c_i, p_i), from `prefill_ms` with the same r: this scales G and D
+  only); scalars or broadcasting arrays."""
+  per_layer = (gemm_ms(xp, tab, n_tok, r) + prefill_attn_ms
+               + decode_ms(xp, tab, n_dec, mean_ctx, r))
   return t_ovh + 1e-3 * n_layers * per_layer
 
 
-def decode_linear(xp, tab: ProfiledTables, n_dec, sum_ctx, t_ovh=0.0, n_layers: int = N_LAYERS):
+def decode_linear(xp, tab: ProfiledTables, n_dec, sum_ctx, t_ovh=0.0, n_layers: int = N_LAYERS,
+                  r: Ratios | None = None):
   """A pure-decode iteration of b = n_dec sequences with context sum s, as c0 + beta s.
 
-  For fixed b, D(b, k) is linear in k between two context nodes k_j <= k < k_{j+1}, so while the
-  mean context s / b stays in that segment the iteration time is exactly
+  For fixed b, D(b, k) is linear in k between two context nodes k_j <= k < k_{j+1}, and from the
+  last node k_E on (slope `_ctx_slope`, module docstring), so while the mean context s / b stays
+  in that segment the iteration time is exactly
 
       t(s) = c0 + beta s,  beta = 1e-3 L dD/dk / b,  c0 = t_ovh + 1e-3 L (G(b) + D(b, k_j))
              - beta b k_j,
 
   and the engine's closed-form decode spans (engine.decode_span_time) hold for as many iterations
   as the mean context (which grows by exactly 1 per iteration) stays below k_{j+1}:
-  n_seg = ceil(k_{j+1} - s / b) iterations (inf on the last, constant segment).
-  Returns (c0, beta, n_seg) (n_seg a float, >= 1)."""
+  n_seg = ceil(k_{j+1} - s / b) iterations (inf on the last, unbounded segment, k_j = k_E).
+  r: the GPU's ratios (None = A100-7B). Returns (c0, beta, n_seg) (n_seg a float, >= 1)."""
   b = xp.maximum(n_dec, 1)
   k = sum_ctx / b
   j, _ = _segment(xp, tab.dec_k, k)
   k_lo, k_hi = xp.take(tab.dec_k, j), xp.take(tab.dec_k, j + 1)
-  d_lo = decode_ms(xp, tab, n_dec, k_lo)
-  d_hi = decode_ms(xp, tab, n_dec, k_hi)
-  slope = (d_hi - d_lo) / (k_hi - k_lo)                  # ms per unit of mean context
-  last = k >= tab.dec_k[-1]
-  slope = xp.where(last, 0.0, slope)
+  d_lo = decode_ms(xp, tab, n_dec, k_lo, r)
+  d_hi = decode_ms(xp, tab, n_dec, k_hi, r)
+  last = k >= tab.dec_k[-1]                             # then k_hi = k_E (segment clipped)
+  slope = xp.where(last, _ctx_slope(n_dec, r), (d_hi - d_lo) / (k_hi - k_lo))  # ms per unit k
   beta = 1e-3 * n_layers * slope / b
-  c0 = t_ovh + 1e-3 * n_layers * (gemm_ms(xp, tab, n_dec) + xp.where(last, d_hi, d_lo)) \
-      - beta * b * xp.where(last, 0.0, k_lo)
+  c0 = t_ovh + 1e-3 * n_layers * (gemm_ms(xp, tab, n_dec, r) + xp.where(last, d_hi, d_lo)) \
+      - beta * b * xp.where(last, k_hi, k_lo)
   n_seg = xp.where(last, xp.inf, xp.maximum(xp.ceil(k_hi - k), 1.0))
   return c0, beta, n_seg
 
 
-def decode_series_ms(xp, tab: ProfiledTables, n_dec, k0, m):
+def decode_series_ms(xp, tab: ProfiledTables, n_dec, k0, m, r: Ratios | None = None):
   """sum_{j=1..m} D(b, k0 + j), ms: decode attention of m padded decode steps of a static batch of
   b = n_dec sequences whose mean context starts at k0 (each step adds one token to every one).
 
-  D(b, .) is linear on each context segment [k_s, k_{s+1}) (constant from the last node on), so
+  D(b, .) is linear on each context segment [k_s, k_{s+1}) (and on [k_E, inf), `_ctx_slope`), so
   each segment adds n_s (D(b, k_s) - slope_s k_s) + slope_s sum_{j in s} (k0 + j) over the
   n_s integers j in [1, m] it holds: an arithmetic series, so the sum is closed-form ([E] terms).
-  m, k0, n_dec broadcast; m <= 0 gives 0."""
+  m, k0, n_dec broadcast; m <= 0 gives 0. r: the GPU's ratios (None = A100-7B)."""
   nodes = tab.dec_k
   m = xp.asarray(m)[..., None]
   k0 = xp.asarray(k0)[..., None]
   b = xp.asarray(n_dec)[..., None]
   lo = nodes                                                # segment starts [E]
   hi = xp.concatenate([nodes[1:], xp.asarray([xp.inf], nodes.dtype)])
-  d_lo = decode_ms(xp, tab, b, lo)
-  d_hi = decode_ms(xp, tab, b, xp.minimum(hi, nodes[-1]))
+  d_lo = decode_ms(xp, tab, b, lo, r)
+  d_hi = decode_ms(xp, tab, b, xp.minimum(hi, nodes[-1]), r)
   slope = xp.where(xp.isfinite(hi), (d_hi - d_lo) / (xp.minimum(hi, nodes[-1]) - lo + 1e-30),
-                   0.0)
+                   _ctx_slope(b, r))
   # integers j in [1, m] with lo <= k0 + j < hi (the first segment also takes k0 + j < lo: none,
   # since contexts are >= 1 > nodes[0] = 0)
   j_lo = xp.maximum(1.0, xp.ceil(lo - k0))
@@ -327,14 +425,15 @@ def decode_series_ms(xp, tab: ProfiledTables, n_dec, k0, m):
   return xp.sum(n * (d_lo - slope * lo) + slope * sum_k, axis=-1)
 
 
-def static_decode_time(xp, tab: ProfiledTables, t_ovh, n, sum_p, m, n_layers: int = N_LAYERS):
+def static_decode_time(xp, tab: ProfiledTables, t_ovh, n, sum_p, m, n_layers: int = N_LAYERS,
+                       r: Ratios | None = None):
   """Seconds of the first m padded decode steps of a static batch of n requests with prompt sum
   sum_p: step k = 1..m runs n decode tokens at mean context sum_p / n + k, so
   m (t_ovh + 1e-3 L G(n)) + 1e-3 L decode_series_ms(n, sum_p / n, m)
-  (cost_model.static_decode_time's profiled counterpart)."""
+  (cost_model.static_decode_time's profiled counterpart). r: the GPU's ratios (None = A100-7B)."""
   k0 = sum_p / xp.maximum(n, 1)
-  return m * (t_ovh + 1e-3 * n_layers * gemm_ms(xp, tab, n)) \
-      + 1e-3 * n_layers * decode_series_ms(xp, tab, n, k0, m)
+  return m * (t_ovh + 1e-3 * n_layers * gemm_ms(xp, tab, n, r)) \
+      + 1e-3 * n_layers * decode_series_ms(xp, tab, n, k0, m, r)
 
 
 def closed_form_fit(rows: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:

@@ -9,6 +9,7 @@ first-token and completion times. Rules: see `engine.py` (continuous) and `batch
     RefCluster(..., window=W)                      # at most W requests in flight, as engine.py
     RefCluster(..., hashes=H, cache_blocks=C)      # prefix cache (engine.py rules), H [K, B]
     RefCluster(..., iteration_cost="profiled")     # profiled_cost.batch_time per iteration
+                                                   # (each GPU's profiled_cost.ratios)
 
 Finished requests leave their GPU's list, so an event costs O(requests in flight) here too.
     simulate_static(spec, arrival, prompt, output, choose_b, wait_dt)
@@ -33,22 +34,21 @@ def _blocks(tokens: int) -> int:
   return -(-tokens // BLOCK)
 
 
-def _profiled_tables(specs, iteration_cost: str):
-  """None (analytic) or the float64 profiled tables; refuses GPU specs without profiles."""
+def _profiled_tables(iteration_cost: str):
+  """None (analytic) or the float64 A100-7B profiled tables (every GPU: scaled by its ratios)."""
   if iteration_cost == "analytic":
     return None
   if iteration_cost != "profiled":
     raise ValueError(f"iteration_cost must be 'analytic' or 'profiled', got {iteration_cost!r}")
-  bad = sorted({s.name for s in specs if s.name != "A100-7B"})
-  if bad:
-    raise ValueError(f"iteration_cost='profiled' has Vidur profiles only for A100-7B, got {bad}")
   return profiled_cost.a100_llama2_7b()
 
 
-def _profiled_time(tab, t_ovh: float, batch) -> float:
-  """profiled_cost.batch_time of one iteration from (chunk, cached, ctx, is_decode) tuples."""
+def _profiled_time(tab, spec: cost_model.GPUSpec, batch) -> float:
+  """profiled_cost.batch_time of one iteration on `spec` (its t_ovh and ratios) from (chunk,
+  cached, ctx, is_decode) tuples."""
   a = np.array(batch, np.float64).reshape(-1, 4)
-  return float(profiled_cost.batch_time(np, tab, a[:, 0], a[:, 1], a[:, 2], a[:, 3] > 0, t_ovh))
+  return float(profiled_cost.batch_time(np, tab, a[:, 0], a[:, 1], a[:, 2], a[:, 3] > 0,
+                                        spec.t_ovh, r=profiled_cost.ratios(spec)))
 
 
 class Req:
@@ -116,7 +116,7 @@ class RefCluster:
                max_batched_tokens: int | Sequence[int] = 2048, watermark_frac: float = 0.01,
                window: int | None = None, hashes=None, cache_blocks=None,
                iteration_cost: str = "analytic"):
-    self.prof = _profiled_tables(specs, iteration_cost)
+    self.prof = _profiled_tables(iteration_cost)
     mbt = ([max_batched_tokens] * len(specs) if np.ndim(max_batched_tokens) == 0
            else list(max_batched_tokens))
     caps = [cap] * len(specs) if np.ndim(cap) == 0 else list(cap)
@@ -259,7 +259,7 @@ class RefCluster:
     if n_tok > 0:
       dur = (cost_model.iteration_time(np, s.t_ovh, s.t_w, s.alpha, s.beta, s.gamma,
                                        float(n_tok), float(sum_ctx), float(sum_sq))
-             if self.prof is None else _profiled_time(self.prof, s.t_ovh, rows))
+             if self.prof is None else _profiled_time(self.prof, s, rows))
       gpu.busy, gpu.iter_end = True, t + float(dur)
       self._push(g, gpu.iter_end)
     else:
@@ -329,7 +329,7 @@ def simulate_static(spec: cost_model.GPUSpec, arrival, prompt, output,
   """
   arrival = np.asarray(arrival, np.float64)
   k = len(arrival)
-  prof = _profiled_tables([spec], iteration_cost)
+  prof = _profiled_tables(iteration_cost)
   status = np.zeros(k, int)
   ttft, finish = -np.ones(k), -np.ones(k)
   slots = spec.kv_blocks // _blocks(max_model_len)
@@ -352,7 +352,7 @@ def simulate_static(spec: cost_model.GPUSpec, arrival, prompt, output,
                                         float(sum(ps)), 0.0,
                                         float(sum(p * (p + 1) // 2 for p in ps)))   # causal
       else:
-        dur = _profiled_time(prof, spec.t_ovh, [(p, 0, 0, 0) for p in ps])
+        dur = _profiled_time(prof, spec, [(p, 0, 0, 0) for p in ps])
       t_first = t + dur
       total = dur
       ends = [total]                     # ends[k]: time after the prefill and k decode steps
@@ -360,7 +360,7 @@ def simulate_static(spec: cost_model.GPUSpec, arrival, prompt, output,
         total += (cost_model.iteration_time(np, spec.t_ovh, spec.t_w, spec.alpha, spec.beta, 0.0,
                                             float(n), float(sum(ps) + n * step), 0.0)
                   if prof is None else
-                  _profiled_time(prof, spec.t_ovh, [(1, 0, p + step, 1) for p in ps]))
+                  _profiled_time(prof, spec, [(1, 0, p + step, 1) for p in ps]))
         ends.append(total)
       for i in members:                  # per-token streaming: done when its last token leaves
         status[i], ttft[i], finish[i] = DONE, t_first, t + ends[int(output[i]) - 1]

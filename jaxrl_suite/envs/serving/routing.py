@@ -237,8 +237,8 @@ def default_params(cluster: Sequence[str] = DEFAULT_CLUSTER, trace: str | traces
   receive a request; per-GPU `cap` / `max_batched_tokens` tuples are padded the same way.
   rate_window = K: every K-request window offers the mean rate rate_ref (default: the trace
   part's own) x rate_scale (`workload.trace_arrays`); None: arrivals as recorded.
-  iteration_cost: "analytic" or "profiled" (Vidur-profile tables; every GPU must be A100-7B:
-  engine.make_hardware)."""
+  iteration_cost: "analytic" or "profiled" (Vidur's A100-7B profile tables, scaled to each GPU
+  type by its analytic constants' ratios: engine.make_hardware)."""
   tr = traces.load_shipped(trace) if isinstance(trace, str) else trace
   if train_frac is not None:
     early, late = tr.split(train_frac)

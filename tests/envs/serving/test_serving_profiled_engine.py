@@ -68,19 +68,23 @@ def test_profiled_and_analytic_agree_roughly():
   assert 0.5 < ratio < 2.0 and abs(ratio - 1) > 1e-3, out
 
 
-def test_profiled_refuses_gpus_without_profiles():
-  with pytest.raises(ValueError, match=r"profiles only for \('A100-7B',\).*H100-7B"):
-    engine.make_hardware([cost_model.H100_7B], iteration_cost="profiled")
-  with pytest.raises(ValueError, match=r"max_batched_tokens 8192 exceeds the profiled range"):
-    engine.make_hardware([cost_model.A100_7B], 8192, iteration_cost="profiled")
-  with pytest.raises(ValueError, match="iteration_cost must be one of"):
-    engine.make_hardware([cost_model.A100_7B], iteration_cost="vidur")
-  with pytest.raises(ValueError, match="profiles only for A100-7B"):
-    reference_sim.RefCluster([cost_model.L4_7B], [0.0], [10], [5], iteration_cost="profiled")
-  hw = engine.make_hardware([cost_model.A100_7B], iteration_cost="profiled")
+def test_profiled_hardware_for_every_gpu_spec():
+  """Every GPU spec runs the profiled cost (derived from the A100 tables: one shared table set,
+  per-GPU ratios), at any token budget (the tables extend past 4,096 tokens); an unknown cost
+  name is refused."""
+  specs = list(cost_model.GPU_TYPES.values())
+  hw = engine.make_hardware(specs, 8192, iteration_cost="profiled")
   assert hw.prof is not None and hw.prof.dec_ms.shape == profiled_cost.DECODE_NODES[0].shape + (
       profiled_cost.DECODE_NODES[1].shape[0],)
-  assert engine.make_hardware([cost_model.A100_7B]).prof is None
+  np.testing.assert_allclose(np.asarray(hw.prof_ratio.beta),
+                             [s.beta / cost_model.A100_7B.beta for s in specs], rtol=1e-6)
+  assert engine.PROFILED_SPECS == ("A100-7B",)
+  with pytest.raises(ValueError, match="iteration_cost must be one of"):
+    engine.make_hardware([cost_model.A100_7B], iteration_cost="vidur")
+  ref = reference_sim.RefCluster([cost_model.L4_7B], [0.0], [10], [5], iteration_cost="profiled")
+  assert ref.run_routing(lambda sim, i: 0)["status"][0] == engine.DONE
+  off = engine.make_hardware([cost_model.A100_7B])
+  assert off.prof is None and off.prof_ratio is None
 
 
 def _obs_trace(env, p, policy, n_steps):
