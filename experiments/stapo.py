@@ -139,9 +139,9 @@ def run(config, quick: bool, workdir: str, results_dir=None) -> dict:
   params, ws_info = study.warm_start(config, env, p, cfg, workdir, k_ws)
   det = study.detection(config, env, p, cfg, rcfg, params, k_det, _ci)
   progs, clock = study.Programs(config, env, p, cfg, rcfg), {}
-  lr_scores, sels = study.lr_sweep(progs, params, k_sw, clock, _pick_lr(config))
+  lr_scores, sels = study.lr_sweep(progs, params, k_sw, clock, _pick_lr(config), workdir)
   tr = study.train_until_flat(progs, params, {m: float(s.choice) for m, s in sels.items()},
-                              k_tr, clock, _last_doubling)
+                              k_tr, clock, _last_doubling, workdir)
   timing = {k: v for k, v in clock.items() if isinstance(k, str)}
   measured = dict(ws_info=ws_info, det=det, tr=tr, lr_scores=lr_scores,
                   sels={m: s.to_dict() for m, s in sels.items()}, timing=timing,

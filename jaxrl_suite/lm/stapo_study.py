@@ -4,9 +4,16 @@
   warm_start(config, env, p, cfg, workdir, key) -> (params, info)   a stage of the workdir's
       stage cache (core.stage_cache "stapo/warm_start")
   detection(config, env, p, cfg, rcfg, params, key, ci) -> {"per_seed": [rows], metric: ci(...)}
-  lr_sweep(progs, params, key, timing, pick) -> ({method: {lr: success [S]}}, {method: choice})
-  train_until_flat(progs, params, lrs, key, timing, last_doubling) -> {"val", "ev", "curves",
-      "budgets", "flat", "start"}   (shapes on the function)
+  lr_sweep(progs, params, key, timing, pick, workdir) -> ({method: {lr: success [S]}},
+      {method: choice})
+  train_until_flat(progs, params, lrs, key, timing, last_doubling, workdir) -> {"val", "ev",
+      "curves", "budgets", "flat", "start"}   (shapes on the function)
+
+With a workdir, every sweep run (method, lr) and every training segment (method, budget) is a
+stage of the workdir's stage cache ("stapo/sweep/...", "stapo/train/..."), keyed by the whole
+config and the library: a run stopped after hours resumes from its last finished segment with
+identical data (the stored train state is read back, as on a first run), and a finished run
+is reread in seconds.
 
 S is a number of seeds (det_seeds, sweep_seeds or num_seeds of the config). Every method trains
 through one compiled step per learning rate (`Programs`): the method id is data, so methods,
@@ -26,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl_suite.core import stage_cache
 from jaxrl_suite.envs.text import goal_house as gh
 from jaxrl_suite.lm import model as lm_model
 from jaxrl_suite.lm import pretrain as lm_pretrain
@@ -244,10 +252,31 @@ def evaluate(progs, state, keys) -> dict:
   return jax.tree.map(np.asarray, progs.evaluate(state[0].params, keys))
 
 
-def lr_sweep(progs, params, key, timing, pick: Callable[[str, dict], Any]):
+def _stage(name: str, progs, fields: dict, fn: Callable[[], dict], workdir, timing) -> dict:
+  """fn()'s value, or the stored one: stage `name` keyed by the whole config plus `fields`
+  (workdir None: no cache). A stored stage adds the seconds it cost to timing["cached_s"]."""
+  if workdir is None:
+    return fn()
+  r = stage_cache.run_stage(name, dict(config=progs.config.to_dict(), **fields), fn, workdir)
+  if r.hit:
+    timing["cached_s"] = timing.get("cached_s", 0.0) + r.wall_s
+    print(f"{name}: read back ({r.wall_s:.0f} s when it ran)", flush=True)
+  return r.value
+
+
+def _state_of(progs, lr, method, n: int, params, leaves) -> Any:
+  """The train state of n seeds (a fresh init's structure) holding the stored `leaves`."""
+  init, _ = progs.step(lr)
+  mid = jnp.full((n,), stapo.method_id(method), jnp.int32)
+  shape = jax.eval_shape(jax.vmap(init, in_axes=(None, 0)), params, mid)
+  return jax.tree.unflatten(jax.tree.structure(shape), [jnp.asarray(x) for x in leaves])
+
+
+def lr_sweep(progs, params, key, timing, pick: Callable[[str, dict], Any], workdir=None):
   """Per method: success [sweep_seeds] of fresh rollouts after sweep_steps iterations at every
   lr of the grid, on training seeds of their own (own training and rollout keys), and
-  pick(method, {lr name: success [S]}) -> the selection. Returns (scores, selections)."""
+  pick(method, {lr name: success [S]}) -> the selection. Each (method, lr) run is a stage of
+  the workdir's cache (module doc). Returns (scores, selections)."""
   c = progs.config
   seed_keys = jax.random.split(key, c.sweep_seeds)
   eval_keys = jax.random.split(jax.random.fold_in(key, 7), c.sweep_seeds)
@@ -255,9 +284,12 @@ def lr_sweep(progs, params, key, timing, pick: Callable[[str, dict], Any]):
   for m in c.methods:
     scores[m] = {}
     for lr in c.lr_grid:
-      state, _ = train(progs, lr, m, None, seed_keys, 0, c.sweep_steps, timing, params)
-      scores[m][f"{lr:g}"] = evaluate(progs, state, eval_keys)["success"]
-      del state
+      def run(m=m, lr=lr):
+        state, _ = train(progs, lr, m, None, seed_keys, 0, c.sweep_steps, timing, params)
+        return {"success": evaluate(progs, state, eval_keys)["success"]}
+      scores[m][f"{lr:g}"] = np.asarray(_stage(f"stapo/sweep/{m}_lr{lr:g}", progs,
+                                               dict(method=m, lr=float(lr)), run, workdir,
+                                               timing)["success"])
     sels[m] = pick(m, scores[m])
   return scores, sels
 
@@ -267,12 +299,14 @@ def _is_done(flat: dict) -> bool:
 
 
 def train_until_flat(progs, params, lrs: dict, key, timing,
-                     last_doubling: Callable[[np.ndarray, list], Any]) -> dict:
+                     last_doubling: Callable[[np.ndarray, list], Any], workdir=None) -> dict:
   """Every method at its chosen lr on the evaluation seeds, the budget doubled (first_budget,
   2x, ... max_budget) until each of flat_methods is flat or degrading on validation rollouts
   (last_doubling(success [K, S], budgets [K]) -> a Flatness); then fresh evaluation rollouts.
   Returns {"val": {m: {metric: [K, S]}}, "ev": {m: {metric: [S]}}, "curves": {m: {metric:
-  [S, steps]}}, "budgets": [K], "flat": {m: Flatness dict}, "start": {metric: [S]}}."""
+  [S, steps]}}, "budgets": [K], "flat": {m: Flatness dict}, "start": {metric: [S]}}.
+  Each (method, segment) is a stage of the workdir's cache holding the train state, the
+  segment's curves and its validation metrics (module doc)."""
   c = progs.config
   seed_keys = jax.random.split(key, c.num_seeds)
   val_keys = jax.random.split(jax.random.fold_in(key, 98), c.num_seeds)
@@ -284,11 +318,17 @@ def train_until_flat(progs, params, lrs: dict, key, timing,
   while True:
     target = c.first_budget * 2 ** seg
     for m in c.methods:
-      states[m], cur = train(progs, lrs[m], m, states[m], seed_keys, seg, target - done,
-                             timing, params)
-      curves[m].append(cur)
-      for k, v in evaluate(progs, states[m], val_keys).items():
-        val[m].setdefault(k, []).append(v)
+      def run(m=m, state=states[m], steps=target - done, seg=seg):
+        st, cur = train(progs, lrs[m], m, state, seed_keys, seg, steps, timing, params)
+        return {"state": jax.tree.leaves(jax.device_get(st)), "curves": cur,
+                "val": evaluate(progs, st, val_keys)}
+      out = _stage(f"stapo/train/{m}_seg{seg}", progs,
+                   dict(method=m, lr=float(lrs[m]), segment=seg, budget=target), run,
+                   workdir, timing)
+      states[m] = _state_of(progs, lrs[m], m, c.num_seeds, params, out["state"])
+      curves[m].append({k: np.asarray(v) for k, v in out["curves"].items()})
+      for k, v in out["val"].items():
+        val[m].setdefault(k, []).append(np.asarray(v))
     budgets.append(target)
     done, seg = target, seg + 1
     flat = {m: last_doubling(np.asarray(val[m]["success"]), budgets).to_dict()
