@@ -272,7 +272,7 @@ def _static_times(hw, n, p, sum_p, sum_pairs, max_o, own_m):
     dec = lambda m: cost_model.static_decode_time(jnp, t_ovh, hw.t_w[0], hw.alpha[0], hw.beta[0],
                                                   n, sum_p, m)
   else:
-    r = None if hw.prof_ratio is None else profiled_cost.Ratios(*(x[0] for x in hw.prof_ratio))
+    r = engine.gpu_ratios(hw, 0)
     attn = jnp.sum(profiled_cost.prefill_ms(jnp, hw.prof, p, jnp.zeros_like(p), r))
     t_pref = profiled_cost.iteration_time(jnp, hw.prof, sum_p, attn, 0.0, 0.0, t_ovh, r=r)
     dec = lambda m: profiled_cost.static_decode_time(jnp, hw.prof, t_ovh, n, sum_p, m, r=r)

@@ -428,7 +428,7 @@ def _decode_c0(t_ovh, t_w, alpha, nd):
   return cost_model.iteration_time(jnp, t_ovh, t_w, alpha, 0.0, 0.0, nd, 0.0, 0.0)
 
 
-def _ratio(hw: Hardware, g=None) -> profiled_cost.Ratios | None:
+def gpu_ratios(hw: Hardware, g=None) -> profiled_cost.Ratios | None:
   """GPU g's profiled-cost ratios (scalars; g None: all GPUs, [N]); None for the analytic cost."""
   if hw.prof_ratio is None or g is None:
     return hw.prof_ratio
@@ -453,7 +453,7 @@ def _iteration_time(hw: Hardware, g, n_tok, sum_ctx, sum_sq, chunk, pf, pref, nd
   if hw.prof is None:
     return cost_model.iteration_time(jnp, t_ovh, _pick(hw.t_w, g), _pick(hw.alpha, g),
                                      _pick(hw.beta, g), _pick(hw.gamma, g), n_tok, sum_ctx, sum_sq)
-  ft, r = t_ovh.dtype, _ratio(hw, g)
+  ft, r = t_ovh.dtype, gpu_ratios(hw, g)
   p_ms = jnp.sum(jnp.where(pref, profiled_cost.prefill_ms(jnp, hw.prof, chunk.astype(ft),
                                                           pf.astype(ft), r), 0.0))
   mean_ctx = sum_ctx / jnp.maximum(nd, 1).astype(ft)
@@ -783,7 +783,7 @@ def schedule(eng: Engine, hw: Hardware, g, t, span_bound=INF, fast_forward: bool
     # 5. Decode span: n identical pure-decode iterations as one event (module docstring).
     nd = jnp.sum(dec)
     pure = busy & ~jnp.any(pref)
-    c0, beta, n_seg = _decode_coeffs(hw, _ratio(hw, g), _pick(hw.t_ovh, g), _pick(hw.t_w, g),
+    c0, beta, n_seg = _decode_coeffs(hw, gpu_ratios(hw, g), _pick(hw.t_ovh, g), _pick(hw.t_w, g),
                                      _pick(hw.alpha, g), _pick(hw.beta, g), nd.astype(ft),
                                      sum_ctx.astype(ft))
     big = jnp.iinfo(jnp.int32).max // 4
@@ -839,7 +839,7 @@ def at_time(eng: Engine, hw: Hardware, t) -> Engine:
   mem = (eng.status == RUNNING) & (eng.chunk > 0) & (eng.pf >= eng.pt)
   ctx = jnp.where(mem, req.prompt + eng.gen, 0)
   nd, s = _per_gpu_sums(onehot, [mem.astype(jnp.int32), ctx])
-  c0, beta, _ = _decode_coeffs(hw, _ratio(hw), hw.t_ovh, hw.t_w, hw.alpha, hw.beta,
+  c0, beta, _ = _decode_coeffs(hw, gpu_ratios(hw), hw.t_ovh, hw.t_w, hw.alpha, hw.beta,
                                nd.astype(ft), s.astype(ft))
   span = eng.busy & (eng.reps > 1)
   k = decode_steps_within(c0, beta, s, nd, t - eng.t_start, jnp.maximum(eng.reps - 1, 0))
@@ -874,7 +874,7 @@ def cut(eng: Engine, hw: Hardware, g, t) -> Engine:
   nd = jnp.sum(mem)
   s = jnp.sum(jnp.where(mem, req.prompt + eng.gen, 0)).astype(ft)
   reps, t0 = _pick(eng.reps, g), _pick(eng.t_start, g)
-  c0, beta, _ = _decode_coeffs(hw, _ratio(hw, g), _pick(hw.t_ovh, g), _pick(hw.t_w, g),
+  c0, beta, _ = _decode_coeffs(hw, gpu_ratios(hw, g), _pick(hw.t_ovh, g), _pick(hw.t_w, g),
                                _pick(hw.alpha, g), _pick(hw.beta, g), nd.astype(ft), s)
   k = decode_steps_within(c0, beta, s, nd, t - t0, jnp.maximum(reps - 1, 0))
   n = jnp.where(_pick(eng.busy, g) & (reps > 1), jnp.minimum(k + 1, reps), reps)

@@ -333,7 +333,7 @@ def decode_ms(xp, tab: ProfiledTables, n_dec, mean_ctx, r: Ratios | None = None)
   + CTX_SLOPE_MS b per unit of k beyond the last context node. r: the GPU's ratios (x r.beta);
   None = A100-7B."""
   v = (bilinear(xp, tab.dec_b, tab.dec_k, tab.dec_ms, n_dec, mean_ctx)
-       + CTX_SLOPE_MS * n_dec * xp.maximum(mean_ctx - tab.dec_k[-1], 0.0))
+       + _ctx_slope(n_dec, None) * xp.maximum(mean_ctx - tab.dec_k[-1], 0.0))
   return xp.where(n_dec > 0, v if r is None else v * r.beta, 0.0)
 
 
