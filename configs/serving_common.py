@@ -40,6 +40,12 @@ def experiment(quick: bool) -> ml_collections.ConfigDict:
   # protocol); "per_gpu" = each GPU type's vLLM defaults with the token budget cut to fit the
   # TPOT SLO (cost_model.engine_settings; routing only).
   c.engine_settings = "uniform"
+  # Per-iteration GPU time: "analytic" (cost_model.iteration_time: roofline constants, what
+  # every committed serving record used) or "profiled" (profiled_cost: tables fitted to Vidur's
+  # A100 Llama-2-7B operator profiles, scaled to each GPU spec; docs/serving_engine.md). Loads
+  # are fractions of the capacity measured under the chosen model, so either is self-consistent.
+  # (engine_settings "per_gpu" cuts token budgets with the analytic worst iteration under both.)
+  c.iteration_cost = "analytic"
   c.n_tune_windows = 2 if quick else 12
   c.n_select_windows = 2 if quick else 3   # training windows that pick the best RL algorithm
   c.n_eval_windows = 2 if quick else 4
@@ -81,6 +87,9 @@ def validate(config, positive=()) -> None:
   if config.engine_settings not in ("uniform", "per_gpu"):
     raise ValueError(f"config.engine_settings must be 'uniform' or 'per_gpu', got "
                      f"{config.engine_settings!r}")
+  if config.iteration_cost not in ("analytic", "profiled"):
+    raise ValueError(f"config.iteration_cost must be 'analytic' or 'profiled', got "
+                     f"{config.iteration_cost!r}")
   if not 0 < config.train_frac < 1:
     raise ValueError(f"config.train_frac must be in (0, 1), got {config.train_frac}")
   if not 0 <= config.pred_acc <= 1:

@@ -28,6 +28,30 @@ def test_configs_validate(cfg):
   c.loads = (0.5, -1.0)
   with pytest.raises(ValueError, match="loads"):
     cfg.validate(c)
+  c = cfg.get_config("quick")
+  c.iteration_cost = "vidur"
+  with pytest.raises(ValueError, match="iteration_cost"):
+    cfg.validate(c)
+
+
+def test_iteration_cost_reaches_both_studies_envs():
+  """config.iteration_cost selects the engine's cost model in the batching and routing envs."""
+  from jaxrl_suite.envs.serving import batching, routing, traces
+  from jaxrl_suite.train.serving import batching_study, routing_setup
+  for cost in ("analytic", "profiled"):
+    c = cfg_b.get_config("quick")
+    c.iteration_cost = cost
+    train_tr, test_tr = traces.load_shipped(c.trace).split(c.train_frac)
+    model, mml = batching_study.model_of(c, c.trace)
+    kw = batching_study._env_kwargs(c, "continuous", model, mml, train_tr)
+    _, p = batching.make_batching("continuous", table_size=8, trace=train_tr, **kw)
+    assert (p.hw.prof is not None) == (cost == "profiled")
+    c = cfg_r.get_config("quick")
+    c.iteration_cost = cost
+    ct, su = routing_setup.trace_setup(c, train_tr, test_tr)
+    _, p = routing.make_routing(table_size=8, trace=train_tr,
+                                **routing_setup.env_kwargs(ct, ct.cluster, su))
+    assert (p.hw.prof is not None) == (cost == "profiled")
 
 
 def test_routing_config_checks_the_cluster_family():

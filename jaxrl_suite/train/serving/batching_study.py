@@ -126,7 +126,8 @@ def _env_kwargs(c, mode, model, mml, train_tr) -> dict:
   """make_batching's keyword arguments shared by the evaluation and the RL env."""
   kw = dict(gpu=c.gpu, model=model, max_model_len=mml, train_frac=None,
             max_batched_tokens=c.max_batched_tokens, pred_acc=c.pred_acc, slo_ttft=c.slo_ttft,
-            slo_tpot=c.slo_tpot, wait_dt=c.wait_dt, decision_dt=c.decision_dt)
+            slo_tpot=c.slo_tpot, wait_dt=c.wait_dt, decision_dt=c.decision_dt,
+            iteration_cost=c.get("iteration_cost", "analytic"))
   if c.rate_per_window:
     # every replay (train and evaluation part) offers the mean rate scale x the training part's
     # rate, so capacity and loads are in the req/s the replays offer (workload.py)

@@ -85,7 +85,7 @@ def env_kwargs(c, cluster, su: Setup) -> dict:
             pred_acc=c.pred_acc, slo_ttft=c.slo_ttft, slo_tpot=c.slo_tpot,
             drain_dt=c.drain_dt, window=replay.window_of(c), entity_obs=True,
             max_gpus=int(c.max_gpus), max_model_len=su.max_model_len,
-            cache_blocks=su.cache_blocks,
+            cache_blocks=su.cache_blocks, iteration_cost=c.get("iteration_cost", "analytic"),
             **routing.engine_settings(specs, c.engine_settings, c.cap,
                                       c.max_batched_tokens, c.slo_tpot))
   if su.cache:
