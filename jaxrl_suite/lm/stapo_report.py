@@ -94,7 +94,9 @@ def markdown(config, ws_info, det, table, tr, sels, timing) -> str:
   L = (_setup_and_detection(config, ws_info, det, tr["start"]) + _lr_table(config, sels)
        + _evaluation_table(config, table, tr))
   L += ["", f"Training time: compile {timing.get('compile_s', 0):.0f} s, run "
-        f"{timing.get('run_s', 0):.0f} s (lr sweep and main runs)."]
+        f"{timing.get('run_s', 0):.0f} s (lr sweep and main runs)"
+        + (f"; stages read back from the workdir's stage cache cost {timing['cached_s']:.0f} s "
+           "when they ran." if timing.get("cached_s") else ".")]
   return "\n".join(L)
 
 
