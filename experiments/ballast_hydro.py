@@ -131,7 +131,8 @@ def run(c, quick: bool, workdir: str, results_dir: str | None = None) -> dict:
   ep_keys = episode_keys(key, banks.evals, 7, c.eval_episodes)
   val_keys = episode_keys(key, banks.vals, 3000, c.sweep_episodes_last)
   # ---- RL training (one program for every layout and both variants)
-  rl_params, sweeps, curves = train_variants(c, banks, ev, val_keys, key, log, timings)
+  rl_params, sweeps, curves = train_variants(c, banks, ev, val_keys, key, log, timings,
+                                             workdir)
   # ---- the heel-aware comparator, chosen on the training layouts' banks (training data)
   t = time.time()
   comp_sel = _pick_heel_aware(c, banks, ev)

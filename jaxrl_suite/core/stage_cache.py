@@ -212,3 +212,21 @@ def cached_stage(name: str, config: Any, fn: Callable[[], Any], workdir: str, *,
                  fingerprint: str | None = None) -> Any:
   """The stage's value (see `run_stage` for the hit flag and the stored wall time)."""
   return run_stage(name, config, fn, workdir, fingerprint=fingerprint).value
+
+
+def optional_stage(name: str, config: Any, fn: Callable[[], Any], workdir: str | None,
+                   timing: dict | None = None) -> Any:
+  """A long run's segment (a sweep cell, a budget checkpoint) as a stage, so a stopped run
+  resumes from its last finished segment: `run_stage(...).value`, or `fn()` itself when
+  `workdir` is None (no cache). A stored segment read back adds the seconds it cost when it
+  ran to timing["cached_s"] and says so on stdout. A segment that carries a pytree (a train
+  state) stores `jax.tree.leaves(tree)`; the caller rebuilds it with
+  `jax.tree.unflatten(jax.tree.structure(fresh_init), leaves)`."""
+  if workdir is None:
+    return fn()
+  r = run_stage(name, config, fn, workdir)
+  if r.hit:
+    if timing is not None:
+      timing["cached_s"] = timing.get("cached_s", 0.0) + r.wall_s
+    print(f"{name}: read back ({r.wall_s:.0f} s when it ran)", flush=True)
+  return r.value

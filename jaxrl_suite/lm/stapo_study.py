@@ -254,14 +254,9 @@ def evaluate(progs, state, keys) -> dict:
 
 def _stage(name: str, progs, fields: dict, fn: Callable[[], dict], workdir, timing) -> dict:
   """fn()'s value, or the stored one: stage `name` keyed by the whole config plus `fields`
-  (workdir None: no cache). A stored stage adds the seconds it cost to timing["cached_s"]."""
-  if workdir is None:
-    return fn()
-  r = stage_cache.run_stage(name, dict(config=progs.config.to_dict(), **fields), fn, workdir)
-  if r.hit:
-    timing["cached_s"] = timing.get("cached_s", 0.0) + r.wall_s
-    print(f"{name}: read back ({r.wall_s:.0f} s when it ran)", flush=True)
-  return r.value
+  (workdir None: no cache; core.stage_cache.optional_stage)."""
+  return stage_cache.optional_stage(name, dict(config=progs.config.to_dict(), **fields), fn,
+                                    workdir, timing)
 
 
 def _state_of(progs, lr, method, n: int, params, leaves) -> Any:

@@ -1,11 +1,15 @@
 """train/ballast_hydro: the RL stage's chunk and checkpoint bookkeeping (fake trainer), the
 validation sweep and the final scoring of one layout (fake evaluators), with known answers."""
 
+import glob
+import os
 import types
+from typing import NamedTuple
 
 import chex
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 
 from jaxrl_suite.train.ballast_hydro import rl_stage, scoring
@@ -121,3 +125,45 @@ def test_validation_sweep_plays_episodes_in_chunks_in_order(monkeypatch):
   out = fn(jnp.array([1.0, 3.0]), 5)
   assert calls == [[0, 1], [2, 3], [4]]
   np.testing.assert_array_equal(out["steps_eff"], np.tile(np.arange(5.0), (2, 1, 1)))
+
+
+class _State(NamedTuple):
+  params: jax.Array
+
+
+def test_train_variant_resumes_from_its_last_stored_checkpoint(tmp_path):
+  """With a workdir each budget checkpoint is a stage: a run that lost its last checkpoint
+  trains only that segment again, from the stored state, and returns what the full run did."""
+  c = ml_collections.ConfigDict(dict(n_seeds=2, budget_updates=(4, 8, 16), chunk_updates=4,
+                                     sweep_episodes=3, sweep_episodes_last=5))
+
+  def trainer(log):
+    def chunk(state, tabs, keys):
+      log.append(tabs)
+      noise = jax.vmap(lambda k: jax.random.uniform(k))(keys)   # depends on the chunk's keys
+      return _State(state.params + 4 + noise), {"entropy": jnp.ones((keys.shape[0], 4))}
+    return (lambda keys, tabs: _State(jnp.zeros(keys.shape[0]))), chunk
+
+  def sweep_fn(params, n_ep):
+    return {"steps_eff": np.broadcast_to(np.asarray(params)[:, None, None], (2, 1, n_ep)),
+            "success": np.ones((2, 1, n_ep))}
+
+  def run(log, timing):
+    return rl_stage.train_variant(c, trainer(log), ["t0", "t1", "t2"], sweep_fn, "rl_gru",
+                                  jax.random.PRNGKey(0), lambda s: None, workdir=str(tmp_path),
+                                  timing=timing)
+  first_used, again_used, t1, t2 = [], [], {}, {}
+  p1, s1, c1 = run(first_used, t1)
+  plain = rl_stage.train_variant(c, trainer([]), ["t0", "t1", "t2"], sweep_fn, "rl_gru",
+                                 jax.random.PRNGKey(0), lambda s: None)
+  chex.assert_trees_all_close(p1, plain[0])
+  last = glob.glob(os.path.join(str(tmp_path), "stages", "ballast_hydro", "train",
+                                "rl_gru_u16.*.npz"))
+  assert len(last) == 1 and first_used == ["t0", "t1", "t2", "t0"] and "cached_s" not in t1
+  os.remove(last[0])
+  p2, s2, c2 = run(again_used, t2)
+  assert again_used == ["t2", "t0"] and "cached_s" in t2     # 8 -> 16 only, from the store
+  np.testing.assert_array_equal(np.asarray(p2), np.asarray(p1))
+  assert c2 == c1 and [s["updates"] for s in s2] == [4, 8, 16]
+  for a, b in zip(s1, s2):
+    np.testing.assert_array_equal(a["steps_eff"], b["steps_eff"])
