@@ -1,6 +1,6 @@
 """STAPO reproduction (normalised entropy finds trajectory-neglect steps; targeted updates).
 
-COMMAND (full; ~1.5-3.5 h on the shared 2-core box, see docs/stapo.md "Runtime"):
+COMMAND (full; 5,450 s on the shared 2-core box, record c27baef; docs/stapo.md "Seeds and runtime"):
   python -m experiments.stapo
 COMMAND (quick, what the tests run):
   python -m experiments.stapo --quick
