@@ -10,10 +10,10 @@
       "curves", "budgets", "flat", "start"}   (shapes on the function)
 
 With a workdir, every sweep run (method, lr) and every training segment (method, budget) is a
-stage of the workdir's stage cache ("stapo/sweep/...", "stapo/train/..."), keyed by the whole
-config and the library: a run stopped after hours resumes from its last finished segment with
-identical data (the stored train state is read back, as on a first run), and a finished run
-is reread in seconds.
+stage of the workdir's stage cache ("stapo/sweep/...", "stapo/train/..."), keyed by the config
+fields it reads (`_NOT_READ`) and the library: a run stopped after hours resumes from its last
+finished segment with identical data (the stored train state is read back, as on a first run),
+a finished run is reread in seconds, and a larger max_budget extends a stored run.
 
 S is a number of seeds (det_seeds, sweep_seeds or num_seeds of the config). Every method trains
 through one compiled step per learning rate (`Programs`): the method id is data, so methods,
@@ -26,6 +26,7 @@ The interval, selection and flatness rules live in jaxrl_suite.repro, which lm/ 
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, Callable
 
@@ -192,14 +193,17 @@ class Programs:
     self._steps = {}
     c = config
 
-    def evaluate(prm, k):
-      ro = lm_rollout.multi_turn_rollout(cfg, prm, env, p, k, c.eval_envs, rcfg,
-                                         group_size=c.group_size)
+    def episodes(n, prm, k):
+      ro = lm_rollout.multi_turn_rollout(cfg, prm, env, p, k, n, rcfg, group_size=c.group_size)
       m = stapo.episode_neglect(ro.info, ro.turn_valid)
       m["note_rate"] = ((ro.info["action_index"] == gh.num_actions(p) - 1) & ro.turn_valid
                         ).sum() / jnp.maximum(ro.turn_valid.sum(), 1)
       return m
-    self.evaluate = jax.jit(jax.vmap(evaluate, in_axes=(0, 0)))          # per-seed params
+    evaluate = functools.partial(episodes, c.eval_envs)
+    # per-seed params: eval_envs fresh episodes (evaluation, lr sweep) or val_envs (validation
+    # at each budget, the flatness test's data)
+    self.evaluate = jax.jit(jax.vmap(evaluate, in_axes=(0, 0)))
+    self.validate = jax.jit(jax.vmap(functools.partial(episodes, c.val_envs), in_axes=(0, 0)))
     self.evaluate_fixed = jax.jit(jax.vmap(evaluate, in_axes=(None, 0)))  # one policy, S keys
 
   def step(self, lr: float):
@@ -247,16 +251,28 @@ def train(progs, lr, method, state, seed_keys, segment, steps, timing, params=No
   return state, {k: np.concatenate([x[k] for x in out]).T for k in out[0]}
 
 
-def evaluate(progs, state, keys) -> dict:
-  """Episode metrics {name: [S]} of fresh rollouts of each seed's trained policy."""
-  return jax.tree.map(np.asarray, progs.evaluate(state[0].params, keys))
+def evaluate(progs, state, keys, validation: bool = False) -> dict:
+  """Episode metrics {name: [S]} of fresh rollouts of each seed's trained policy: eval_envs
+  episodes per seed, or val_envs with `validation`."""
+  fn = progs.validate if validation else progs.evaluate
+  return jax.tree.map(np.asarray, fn(state[0].params, keys))
+
+
+# Config fields a sweep cell or a training segment does not read: left out of their stage keys,
+# so that e.g. a larger max_budget reuses every stored segment and extends the run.
+_NOT_READ = {"sweep": ("det_seeds", "det_batches", "det_envs", "methods", "lr_grid", "num_seeds",
+                       "first_budget", "max_budget", "flat_methods", "val_envs"),
+             "train": ("det_seeds", "det_batches", "det_envs", "methods", "lr_grid",
+                       "sweep_seeds", "sweep_steps", "max_budget", "flat_methods", "eval_envs")}
 
 
 def _stage(name: str, progs, fields: dict, fn: Callable[[], dict], workdir, timing) -> dict:
-  """fn()'s value, or the stored one: stage `name` keyed by the whole config plus `fields`
-  (workdir None: no cache; core.stage_cache.optional_stage)."""
-  return stage_cache.optional_stage(name, dict(config=progs.config.to_dict(), **fields), fn,
-                                    workdir, timing)
+  """fn()'s value, or the stored one: stage `name` ("stapo/sweep/..." or "stapo/train/...")
+  keyed by the config fields it reads plus `fields` (workdir None: no cache;
+  core.stage_cache.optional_stage)."""
+  drop = _NOT_READ[name.split("/")[1]]
+  key = {k: v for k, v in progs.config.to_dict().items() if k not in drop}
+  return stage_cache.optional_stage(name, dict(config=key, **fields), fn, workdir, timing)
 
 
 def _state_of(progs, lr, method, n: int, params, leaves) -> Any:
@@ -316,7 +332,7 @@ def train_until_flat(progs, params, lrs: dict, key, timing,
       def run(m=m, state=states[m], steps=target - done, seg=seg):
         st, cur = train(progs, lrs[m], m, state, seed_keys, seg, steps, timing, params)
         return {"state": jax.tree.leaves(jax.device_get(st)), "curves": cur,
-                "val": evaluate(progs, st, val_keys)}
+                "val": evaluate(progs, st, val_keys, validation=True)}
       out = _stage(f"stapo/train/{m}_seg{seg}", progs,
                    dict(method=m, lr=float(lrs[m]), segment=seg, budget=target), run,
                    workdir, timing)

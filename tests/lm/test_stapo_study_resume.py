@@ -59,6 +59,14 @@ def test_a_stopped_run_resumes_from_its_stored_stages(tmp_path):
   for m in ("val", "curves"):
     for k, v in full[m]["grpo"].items():
       np.testing.assert_array_equal(plain[m]["grpo"][k], v, err_msg=f"no workdir: {m}/{k}")
+  # a larger max_budget reads every stored segment back and trains only the new one
+  c.max_budget = 4
+  longer, timing = _train(progs, params, wd)
+  assert longer["budgets"] == [1, 2, 4] and timing["cached_s"] > 0
+  np.testing.assert_array_equal(longer["val"]["grpo"]["success"][:2],
+                                full["val"]["grpo"]["success"])
+  assert len(glob.glob(os.path.join(wd, "stages", "stapo", "train", "grpo_seg*.npz"))) == 3
+  c.max_budget = 2
   # the sweep's runs (same compiled step) are stages too: a second sweep trains nothing
   pick = lambda m, s: sorted(s)[0]
   t1, t2 = {}, {}
