@@ -44,7 +44,7 @@ def experiment(quick: bool) -> ml_collections.ConfigDict:
   # every committed serving record used) or "profiled" (profiled_cost: tables fitted to Vidur's
   # A100 Llama-2-7B operator profiles, scaled to each GPU spec; docs/serving_engine.md). Loads
   # are fractions of the capacity measured under the chosen model, so either is self-consistent.
-  # (engine_settings "per_gpu" cuts token budgets with the analytic worst iteration under both.)
+  # engine_settings "per_gpu" cuts token budgets with the same model's worst iteration.
   c.iteration_cost = "analytic"
   c.n_tune_windows = 2 if quick else 12
   c.n_select_windows = 2 if quick else 3   # training windows that pick the best RL algorithm

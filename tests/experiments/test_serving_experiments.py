@@ -38,6 +38,7 @@ def test_iteration_cost_reaches_both_studies_envs():
   """config.iteration_cost selects the engine's cost model in the batching and routing envs."""
   from jaxrl_suite.envs.serving import batching, routing, traces
   from jaxrl_suite.train.serving import batching_study, routing_setup
+  budgets = {}
   for cost in ("analytic", "profiled"):
     c = cfg_b.get_config("quick")
     c.iteration_cost = cost
@@ -48,10 +49,16 @@ def test_iteration_cost_reaches_both_studies_envs():
     assert (p.hw.prof is not None) == (cost == "profiled")
     c = cfg_r.get_config("quick")
     c.iteration_cost = cost
+    c.engine_settings = "per_gpu"       # token budgets cut by the same cost model's worst step
     ct, su = routing_setup.trace_setup(c, train_tr, test_tr)
     _, p = routing.make_routing(table_size=8, trace=train_tr,
                                 **routing_setup.env_kwargs(ct, ct.cluster, su))
     assert (p.hw.prof is not None) == (cost == "profiled")
+    specs = su.specs(ct.cluster)
+    want = routing.engine_settings(specs, "per_gpu", 0, 0, c.slo_tpot, cost)
+    budgets[cost] = [int(x) for x in p.hw.max_batched_tokens[:len(specs)]]
+    assert budgets[cost] == list(want["max_batched_tokens"])
+  assert budgets["profiled"] != budgets["analytic"]
 
 
 def test_routing_config_checks_the_cluster_family():

@@ -231,18 +231,23 @@ def worst_iteration_time(spec: GPUSpec, n_tok: int) -> float:
                               float(prefill_pairs(0, n_tok))))
 
 
-def engine_settings(spec: GPUSpec, slo_tpot: float) -> EngineSettings:
+def engine_settings(spec: GPUSpec, slo_tpot: float, worst=None) -> EngineSettings:
   """vLLM's defaults for the GPU type, with the token budget cut to the largest multiple of
-  CHUNK_STEP whose worst iteration (`worst_iteration_time`) fits the TPOT budget: every
-  iteration emits one token to each decoding request, so a longer one breaks the TPOT SLO of all
-  of them. E.g. L4 at 0.2 s: 2048 tokens take ~0.39 s, the budget becomes 768 (~0.16 s)."""
+  CHUNK_STEP whose worst iteration fits the TPOT budget: every iteration emits one token to each
+  decoding request, so a longer one breaks the TPOT SLO of all of them. E.g. L4 at 0.2 s: 2048
+  tokens take ~0.39 s, the budget becomes 768 (~0.16 s).
+
+  worst(spec, n_tok, max_num_seqs) -> seconds: the cost model's worst iteration (default: the
+  analytic `worst_iteration_time`; `profiled_cost.worst_iteration_time` for the profiled one)."""
   d = VLLM_DEFAULTS[spec.gpu_type]
+  worst = worst or (lambda s, n, _: worst_iteration_time(s, n))
+  t = lambda n: worst(spec, n, d.max_num_seqs)
   n = d.max_num_batched_tokens
-  while n > CHUNK_STEP and worst_iteration_time(spec, n) > slo_tpot:
+  while n > CHUNK_STEP and t(n) > slo_tpot:
     n -= CHUNK_STEP
-  if worst_iteration_time(spec, n) > slo_tpot:
-    raise ValueError(f"{spec.name}: even a {n}-token iteration "
-                     f"({worst_iteration_time(spec, n):.3f} s) exceeds slo_tpot={slo_tpot}")
+  if t(n) > slo_tpot:
+    raise ValueError(f"{spec.name}: even a {n}-token iteration ({t(n):.3f} s) exceeds "
+                     f"slo_tpot={slo_tpot}")
   return EngineSettings(d.max_num_seqs, n)
 
 

@@ -368,6 +368,24 @@ def iteration_time(xp, tab: ProfiledTables, n_tok, prefill_attn_ms, n_dec, mean_
   return t_ovh + 1e-3 * n_layers * per_layer
 
 
+def worst_iteration_time(spec: cost_model.GPUSpec, n_tok: int, max_num_seqs: int,
+                         max_model_len: int | None = None) -> float:
+  """Seconds of the longest iteration with a token budget n_tok on `spec`, the batch of
+  `cost_model.worst_iteration_time` priced by these tables as `batch_time` would (the GEMMs see
+  the chunk's and the decodes' tokens): one prefill chunk of n_tok tokens (nothing cached) while
+  decodes read a full KV cache (spec.kv_tokens). The analytic form needs
+  no decoder count (beta x context sum); here D(b, k) has a per-sequence cost, so the time is the
+  max over every count the engine allows, b in [ceil(kv / max_model_len), max_num_seqs] (each
+  sequence within the model's context; default spec.max_model_len), at mean context kv / b."""
+  tab, r = a100_llama2_7b(), ratios(spec)
+  kv = float(spec.kv_tokens)
+  b_min = max(1, math.ceil(kv / float(max_model_len or spec.max_model_len)))
+  b = np.arange(b_min, max(int(max_num_seqs), b_min) + 1, dtype=np.float64)
+  t = iteration_time(np, tab, n_tok + b, float(prefill_ms(np, tab, float(n_tok), 0.0, r)),
+                     b, kv / b, spec.t_ovh, N_LAYERS, r)     # as `batch_time` prices that batch
+  return float(np.max(t))
+
+
 def decode_linear(xp, tab: ProfiledTables, n_dec, sum_ctx, t_ovh=0.0, n_layers: int = N_LAYERS,
                   r: Ratios | None = None):
   """A pure-decode iteration of b = n_dec sequences with context sum s, as c0 + beta s.

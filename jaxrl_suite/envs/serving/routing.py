@@ -44,7 +44,8 @@ import numpy as np
 from gymnax.environments import environment, spaces
 
 from jaxrl_suite.envs import arguments
-from jaxrl_suite.envs.serving import cost_model, engine, env_base, traces, workload
+from jaxrl_suite.envs.serving import (cost_model, engine, env_base, profiled_cost, traces,
+                                      workload)
 
 PER_GPU = 12
 REQ_FEATS = 6
@@ -285,15 +286,20 @@ def default_cache_blocks(cluster: Sequence[str]) -> tuple[int, ...]:
 
 
 def engine_settings(cluster: Sequence[str], mode: str, cap: int, max_batched_tokens: int,
-                    slo_tpot: float) -> dict[str, Any]:
+                    slo_tpot: float, iteration_cost: str = "analytic") -> dict[str, Any]:
   """{"cap", "max_batched_tokens"} for `default_params`. mode "uniform": the given values on
-  every GPU; "per_gpu": each GPU type's vLLM defaults with the token budget cut so that an
-  iteration fits the TPOT SLO (`cost_model.engine_settings`)."""
+  every GPU; "per_gpu": each GPU type's vLLM defaults with the token budget cut so that the worst
+  iteration of the env's cost model (`iteration_cost`: "analytic" or "profiled") fits the TPOT
+  SLO (`cost_model.engine_settings`)."""
   if mode == "uniform":
     return {"cap": cap, "max_batched_tokens": max_batched_tokens}
   if mode != "per_gpu":
     raise ValueError(f"engine settings mode must be 'uniform' or 'per_gpu', got {mode!r}")
-  s = [cost_model.engine_settings(cost_model.GPU_TYPES[c], slo_tpot) for c in cluster]
+  if iteration_cost not in engine.ITERATION_COSTS:
+    raise ValueError(f"iteration_cost must be one of {engine.ITERATION_COSTS}, got "
+                     f"{iteration_cost!r}")
+  worst = profiled_cost.worst_iteration_time if iteration_cost == "profiled" else None
+  s = [cost_model.engine_settings(cost_model.GPU_TYPES[c], slo_tpot, worst) for c in cluster]
   return {"cap": tuple(x.max_num_seqs for x in s),
           "max_batched_tokens": tuple(x.max_num_batched_tokens for x in s)}
 

@@ -91,10 +91,11 @@ def markdown(c, main, held, others, summary, summary_h, policies, ratios, ratios
 def _engine_line(c, cluster) -> str:
   """The engine limits the run used (uniform or each GPU type's own)."""
   s = routing.engine_settings(tuple(cluster), c.engine_settings, c.cap, c.max_batched_tokens,
-                              c.slo_tpot)    # cluster: GPU spec names
+                              c.slo_tpot, c.get("iteration_cost", "analytic"))  # spec names
   if c.engine_settings == "uniform":
     return f"max_num_seqs {c.cap}, max_num_batched_tokens {c.max_batched_tokens} on every GPU"
-  return ("per GPU type, vLLM defaults with the token budget cut to fit the TPOT SLO: "
+  return ("per GPU type, vLLM defaults with the token budget cut so that the worst iteration "
+          f"({c.get('iteration_cost', 'analytic')} cost) fits the TPOT SLO: "
           + ", ".join(f"{g} max_num_seqs {cap} / max_num_batched_tokens {m}"
                       for g, cap, m in dict.fromkeys(zip(cluster, s["cap"],
                                                          s["max_batched_tokens"]))))

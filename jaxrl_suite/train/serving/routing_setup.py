@@ -87,7 +87,8 @@ def env_kwargs(c, cluster, su: Setup) -> dict:
             max_gpus=int(c.max_gpus), max_model_len=su.max_model_len,
             cache_blocks=su.cache_blocks, iteration_cost=c.get("iteration_cost", "analytic"),
             **routing.engine_settings(specs, c.engine_settings, c.cap,
-                                      c.max_batched_tokens, c.slo_tpot))
+                                      c.max_batched_tokens, c.slo_tpot,
+                                      c.get("iteration_cost", "analytic")))
   if su.cache:
     kw["cache_caps"] = jnp.asarray(su.cache_caps(cluster), jnp.int32)
   if su.rate_ref is not None:

@@ -15,7 +15,8 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl_suite.envs.serving import cost_model, engine, evaluate, heuristics, routing, traces
+from jaxrl_suite.envs.serving import (cost_model, engine, evaluate, heuristics, profiled_cost,
+                                      routing, traces)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 import configs.serving_batching as cfg_b  # noqa: E402
@@ -102,6 +103,45 @@ def test_engine_settings_fit_the_tpot_budget(slo_tpot):
   assert len(s["cap"]) == len(s["max_batched_tokens"]) == 4
   assert routing.engine_settings(routing.DEFAULT_CLUSTER, "uniform", 16, 2048, slo_tpot) == {
       "cap": 16, "max_batched_tokens": 2048}
+
+
+def test_profiled_worst_iteration_is_the_max_over_decoder_counts():
+  """The profiled worst iteration equals a brute-force max of `profiled_cost.batch_time` (the
+  per-slot path the reference simulator prices) over every decoder count b that fills the KV
+  cache within the model's context, one n_tok chunk beside them; and it is what the per_gpu cut
+  of a profiled env reads: the budget fits the SLO, one more CHUNK_STEP does not."""
+  tab = profiled_cost.a100_llama2_7b()
+  for spec in (cost_model.A100_7B, cost_model.L4_7B, cost_model.GPU_TYPES["H100-8B"]):
+    cap = cost_model.VLLM_DEFAULTS[spec.gpu_type].max_num_seqs
+    r = profiled_cost.ratios(spec)
+    b_min = -(-spec.kv_tokens // spec.max_model_len)
+    for n_tok in (256, 1024):
+      ref = max(
+          profiled_cost.batch_time(
+              np, tab, np.r_[n_tok, np.zeros(b)], np.zeros(b + 1),
+              np.r_[0.0, np.full(b, spec.kv_tokens / b)], np.r_[False, np.ones(b, bool)],
+              spec.t_ovh, r=r)
+          for b in range(max(b_min, 1), cap + 1, 7))    # every 7th count (the max is smooth)
+      got = profiled_cost.worst_iteration_time(spec, n_tok, cap)
+      assert ref <= got <= ref * 1.01, (spec.name, n_tok, ref, got)
+    # the cut under the profiled model
+    for slo_tpot in (0.1, 0.2):
+      try:
+        s = routing.engine_settings((spec.name,), "per_gpu", 0, 0, slo_tpot, "profiled")
+      except ValueError:
+        assert profiled_cost.worst_iteration_time(spec, cost_model.CHUNK_STEP, cap) > slo_tpot
+        continue
+      n = s["max_batched_tokens"][0]
+      assert profiled_cost.worst_iteration_time(spec, n, cap) <= slo_tpot
+      if n < cost_model.VLLM_DEFAULTS[spec.gpu_type].max_num_batched_tokens:
+        assert profiled_cost.worst_iteration_time(spec, n + cost_model.CHUNK_STEP, cap) > slo_tpot
+  # the profiled A100 costs more than the analytic one (issue #35), so its budgets are no larger
+  a = routing.engine_settings(routing.DEFAULT_CLUSTER, "per_gpu", 0, 0, 0.2)
+  p = routing.engine_settings(routing.DEFAULT_CLUSTER, "per_gpu", 0, 0, 0.2, "profiled")
+  assert all(x <= y for x, y in zip(p["max_batched_tokens"], a["max_batched_tokens"]))
+  assert p["max_batched_tokens"] != a["max_batched_tokens"]
+  with pytest.raises(ValueError, match="iteration_cost"):
+    routing.engine_settings(routing.DEFAULT_CLUSTER, "per_gpu", 0, 0, 0.2, "vidur")
 
 
 @pytest.mark.parametrize("field,value", [("window", -1), ("warmup_frac", 1.0),
