@@ -40,12 +40,14 @@ def experiment(quick: bool) -> ml_collections.ConfigDict:
   # protocol); "per_gpu" = each GPU type's vLLM defaults with the token budget cut to fit the
   # TPOT SLO (cost_model.engine_settings; routing only).
   c.engine_settings = "uniform"
-  # Per-iteration GPU time: "analytic" (cost_model.iteration_time: roofline constants, what
-  # every committed serving record used) or "profiled" (profiled_cost: tables fitted to Vidur's
-  # A100 Llama-2-7B operator profiles, scaled to each GPU spec; docs/serving_engine.md). Loads
-  # are fractions of the capacity measured under the chosen model, so either is self-consistent.
-  # engine_settings "per_gpu" cuts token budgets with the same model's worst iteration.
-  c.iteration_cost = "analytic"
+  # Per-iteration GPU time: "profiled" (profiled_cost: tables fitted to Vidur's A100 Llama-2-7B
+  # operator profiles, scaled to each GPU spec; docs/serving_engine.md: within 1-3% of the
+  # profiled batches, where the analytic form is 16% fast at the median) or "analytic"
+  # (cost_model.iteration_time: roofline constants; the records made before this default, whose
+  # configs lack the field, used it). Loads are fractions of the capacity measured under the
+  # chosen model, so either is self-consistent. engine_settings "per_gpu" cuts token budgets
+  # with the same model's worst iteration.
+  c.iteration_cost = "profiled"
   c.n_tune_windows = 2 if quick else 12
   c.n_select_windows = 2 if quick else 3   # training windows that pick the best RL algorithm
   c.n_eval_windows = 2 if quick else 4

@@ -4,7 +4,8 @@
 Rows: routing by join-shortest-queue over the default heterogeneous cluster (H100 + A100 + 2 x
 L4) with continuous batching at each K of `--tables` (the table prints the JAX CPU cost per
 request, largest / smallest K: it should not grow with K); static and 1-GPU continuous batching
-at the smallest K (`--extra_rows`); the Mooncake prefix cache off and on (`--cache_rows`); Vidur
+at the smallest K (`--extra_rows`); routing at the smallest K under the profiled iteration cost
+(`--cost_rows`); the Mooncake prefix cache off and on (`--cache_rows`); Vidur
 0.0.26 beside the engine where a python that imports vidur is found (envs/serving/bench_vidur.py).
 With `--pin` (default) the process re-executes itself pinned to one core, XLA threads off.
 
@@ -43,6 +44,8 @@ _VIDUR_REQ = flags.DEFINE_integer("vidur_requests", 1024,
                                   "requests of the Vidur rows (first of azure_conv, recorded rate)")
 _VMAP = flags.DEFINE_integer("vidur_vmap", 16, "copies vmapped in the 'vmap' Vidur-row variant")
 _PIN = flags.DEFINE_bool("pin", True, "run on one core, XLA intra-op threads off (module doc)")
+_COST = flags.DEFINE_bool("cost_rows", True, "also time routing at the smallest K under the "
+                          "profiled iteration cost (both sides), beside its analytic row")
 
 
 def main(argv):
@@ -59,6 +62,9 @@ def main(argv):
     rows.append((f"ServingBatch-v0 continuous, 1 GPU, K={k}",
                  W.bench_continuous(n, k, refq, window=w)))
     rows.append((f"ServingBatch-v0 static, 1 GPU, K={k}", W.bench_static(n, k, refq)))
+  if _COST.value:
+    rows.append((f"ServingRoute-v0, 4 GPUs, K={tables[0]}, profiled cost",
+                 W.bench_routing(n, tables[0], refq, _RATE.value, w, True, "profiled")))
   if _CACHE.value:
     k = _CACHE.value
     rows += [(f"ServingRoute-v0 Mooncake 8B, cache {'on' if on else 'off'}, K={k}",
@@ -83,6 +89,11 @@ def main(argv):
   print("\n".join(W.table_lines(rows)))
   print(f"JAX CPU cost per request, largest / smallest over K = {tables}: "
         f"{max(per_req) / min(per_req):.2f}x (target <= 1.5x)")
+  if _COST.value:
+    prof = rows[-3 if _CACHE.value else -1][1]
+    print(f"Profiled / analytic iteration cost (routing, K={tables[0]}): JAX CPU per request "
+          f"{prof['jax_cpu_us_per_req'] / rows[0][1]['jax_cpu_us_per_req']:.2f}x, reference "
+          f"{prof['ref_cpu_us_per_req'] / rows[0][1]['ref_cpu_us_per_req']:.2f}x")
   print("\n".join(bench_vidur.vidur_lines(vidur)) if vpy else f"\nVidur rows skipped: {why}")
   if _CACHE.value:
     off, on = rows[-2][1], rows[-1][1]

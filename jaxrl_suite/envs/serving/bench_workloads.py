@@ -115,17 +115,19 @@ def _jsq(sim, i) -> int:
   return int(np.argmin(sim.outstanding()))
 
 
-def bench_routing(num_envs, k, ref_requests, rate=1.0, window=32, fast_forward=True) -> BenchRow:
+def bench_routing(num_envs, k, ref_requests, rate=1.0, window=32, fast_forward=True,
+                  iteration_cost: str = "analytic") -> BenchRow:
   """Routing (continuous batching on the default 4-GPU cluster: H100 + A100 + 2 x L4),
   join-shortest-queue router (round-robin overloads the L4s at this rate: the window fills and
-  requests are rejected)."""
+  requests are rejected); both sides price iterations with `iteration_cost`."""
   env, p = routing.make_routing(table_size=k, train_frac=None, cap=32, max_events=MAX_EVENTS,
-                                pred_acc=1.0, fast_forward=fast_forward, window=window)
+                                pred_acc=1.0, fast_forward=fast_forward, window=window,
+                                iteration_cost=iteration_cost)
   specs = [cost_model.GPU_TYPES[c] for c in routing.DEFAULT_CLUSTER]
 
   def run_ref(w):
     ref = reference_sim.RefCluster(specs, w.arrival / rate, w.prompt, w.output, cap=32,
-                                   window=env.window)
+                                   window=env.window, iteration_cost=iteration_cost)
     return _ref_counts(ref.run_routing(_jsq))
 
   return BenchRow(env, p, heuristics.make_router("jsq", env.n_gpus), {}, k, num_envs, rate,

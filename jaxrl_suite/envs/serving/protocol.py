@@ -261,3 +261,12 @@ def tuned_payload(tuned: dict, prefix: str = "") -> dict:
   """{"family@load": {knob: float}} of the tuned baselines (JSON; the network slot left out)."""
   return {f"{prefix}{k[0]}@{k[1]}": {kk: float(vv) for kk, vv in v.items() if kk != "net"}
           for k, v in tuned.items()}
+
+
+def iteration_cost_line(c) -> str:
+  """The report sentence naming the engine's per-iteration cost model (config.iteration_cost;
+  a config without the field predates it and ran the analytic model)."""
+  cost = c.get("iteration_cost", "analytic")
+  return {"analytic": "Iteration cost: analytic (cost_model.iteration_time, roofline constants).",
+          "profiled": "Iteration cost: profiled (profiled_cost: tables fitted to Vidur's A100 "
+                      "Llama-2-7B operator profiles, derived for the other GPUs)."}[cost]

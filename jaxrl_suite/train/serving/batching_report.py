@@ -90,7 +90,7 @@ def _section(c, trace, mode, o, summary) -> list[str]:
 
 def markdown(c, out, summary, ratios, clip, name: str) -> str:
   """The report (module docstring), without the verdicts."""
-  lines = [_setup(c, clip), "", clip_line(clip), ""]
+  lines = [_setup(c, clip), "", protocol.iteration_cost_line(c), "", clip_line(clip), ""]
   for (trace, mode), o in out.items():
     lines += _section(c, trace, mode, o, summary)
   lines += ["## Ratios (best RL / baseline, paired over seeds)", "",

@@ -31,7 +31,7 @@ def markdown(c, main, held, others, summary, summary_h, policies, ratios, ratios
       "Heterogeneous routing on a token-level LLM serving simulator (ServingRoute-v0), "
       f"continuous batching ({_engine_line(c, specs)}), "
       f"SLO TTFT <= {c.slo_ttft} s and TPOT <= {c.slo_tpot} s, output-length predictor "
-      f"accuracy {c.pred_acc}.",
+      f"accuracy {c.pred_acc}. " + protocol.iteration_cost_line(c),
       "",
       _protocol_line(c) + (
           f" Every replay is rescaled to offer the same mean rate (rate scale x the training "
