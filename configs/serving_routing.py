@@ -5,8 +5,7 @@ COMMAND (from the repo root):
   .venv/bin/python -m experiments.serving_routing                 # full (azure_conv)
   .venv/bin/python -m experiments.serving_routing --config.trace=azure_code     # other traces:
   .venv/bin/python -m experiments.serving_routing --config.trace=mooncake_conv \
-      --config.num_seeds=2 --config.budget_scale.scratch=1    # Mooncake's record (its RL budget:
-                                                              # ~0.45 ms per cached event)
+      --config.budget_scale.scratch=1    # Mooncake's record (scratch PPO flat at 1x there)
   .venv/bin/python -m experiments.serving_routing --quick         # quick: a few minutes
   .venv/bin/python -m experiments.serving_routing --eval_trace PATH   # saved policy on any trace
 Writes results/serving_routing.{json,md,png} for azure_conv and
