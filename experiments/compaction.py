@@ -98,7 +98,8 @@ def variant_stage(config, env, p, cfg, params0, v, keys, workdir, progress=True)
   def make():
     pp, vp, out = study.train_variant(config, env, p, cfg, params0, v, spec, keys,
                                       lambda sc, b: flat(sc, b).fair, progress)
-    out["rows"] = study.eval_rows(config, env, p, cfg, pp, spec[0], config.eval_events, keys)
+    out["rows"] = study.eval_rows(config, env, p, cfg, pp, spec[0], config.eval_events, keys,
+                                  warm=params0)
     if v in config.grad_mass_variants:   # gradient mass on summaries: warm start vs after RL
       out["mass"] = {"start": study.grad_mass(config, env, p, cfg, params0, vp, spec, keys),
                      "end": study.grad_mass(config, env, p, cfg, pp, vp, spec, keys)}

@@ -142,7 +142,7 @@ def train_variant(config, env, p, cfg, params0, variant, spec, keys,
     parts.append(cur)
     done = b
     val = evaluate(config, env, p, cfg, state[0].params, spec[0], config.eval_horizon,
-                   val_keys, config.val_episodes)
+                   val_keys, config.val_episodes, warm=params0)
     budgets.append(b)
     scores.append(val["final_acc"])
     if len(budgets) >= len(config.budgets) and is_flat(np.asarray(scores), budgets):
@@ -158,19 +158,24 @@ _EVAL_FNS: dict = {}
 
 
 def _eval_fn(config, env, p, cfg, harness):
-  """The jitted batch evaluation of a harness: sums and counts of finite per-episode metrics.
+  """The jitted batch evaluation of a harness: sums and counts of finite per-episode metrics,
+  f(params, summary_params, env_params, key).
 
   One compiled program per harness serves every horizon, variant and seed (H and the params
-  are arguments; the rollout has the turns of the longest horizon of that harness)."""
-  h = "compaction" if harness == "frozen" else harness   # same rollout at evaluation
+  are arguments; the rollout has the turns of the longest horizon of that harness). The frozen
+  harness evaluates as it trains: answers from the policy, summaries sampled from
+  summary_params (the seed's warm start), never from the policy."""
+  frozen = harness == "frozen"
+  h = "compaction" if frozen else harness   # the compaction rollout (no gradients here)
   horizons = config.full_context_events if h == "full" else config.eval_events
-  key = (h, config.eval_batch, config.window, config.temperature, tuple(horizons))
+  key = (harness, config.eval_batch, config.window, config.temperature, tuple(horizons))
   if key not in _EVAL_FNS:
     rcfg = comp.rollout_config(h, env, p.replace(num_events=max(horizons)), config.window,
                                config.temperature, max_len=config.model.max_len)
 
-    def one(pp, pe, k):
-      ro = lm_rollout.multi_turn_rollout(cfg, pp, env, pe, k, config.eval_batch, rcfg)
+    def one(pp, sp, pe, k):
+      ro = lm_rollout.multi_turn_rollout(cfg, pp, env, pe, k, config.eval_batch, rcfg,
+                                         summary_params=sp if frozen else None)
       m = comp.episode_metrics(ro, h == "agent", config.env.num_items)
       return {n: (jnp.nansum(v), jnp.isfinite(v).sum()) for n, v in m.items()}
 
@@ -185,29 +190,35 @@ def pool_means(parts: list) -> dict:
   return {n: t / c if c else float("nan") for n, (t, c) in tot.items()}
 
 
-def evaluate(config, env, p, cfg, params, harness, events, keys, episodes):
+def evaluate(config, env, p, cfg, params, harness, events, keys, episodes, warm=None):
   """Per-seed means [S] of each episode metric over `episodes` episodes at horizon `events`.
 
-  params: stacked over seeds [S, ...]; keys [S]: seed s's episodes are drawn from
+  params: stacked over seeds [S, ...]; warm: the warm starts stacked [S, ...], which write the
+  frozen harness's summaries (required for it, unused otherwise); keys [S]: seed s's episodes
+  are drawn from
   fold_in(keys[s], events) in batches of config.eval_batch. Seeds run one after the other: vmap
   would turn the rollout's compaction `lax.cond` into a select computing both branches.
   A metric with no finite value in a seed (fidelity without summaries) is NaN there."""
+  if harness == "frozen" and warm is None:
+    raise ValueError("the frozen harness needs `warm` (the summariser's parameters)")
   fn = _eval_fn(config, env, p, cfg, harness)
   pe = jax.tree.map(jnp.asarray, p.replace(num_events=events))
   out = []
   for s in range(keys.shape[0]):
     pp = jax.tree.map(lambda x: x[s], params)
+    sp = pp if warm is None else jax.tree.map(lambda x: x[s], warm)
     k = jax.random.fold_in(keys[s], events)
-    out.append(pool_means([fn(pp, pe, jax.random.fold_in(k, i))
+    out.append(pool_means([fn(pp, sp, pe, jax.random.fold_in(k, i))
                            for i in range(episodes // config.eval_batch)]))
   return {n: np.asarray([o[n] for o in out], np.float64) for n in out[0]}
 
 
-def eval_rows(config, env, p, cfg, params, harness, horizons, keys) -> dict:
-  """{str(H): per-seed metrics} on the evaluation episodes (stage values need str keys)."""
+def eval_rows(config, env, p, cfg, params, harness, horizons, keys, warm=None) -> dict:
+  """{str(H): per-seed metrics} on the evaluation episodes (stage values need str keys);
+  warm: as in `evaluate`."""
   eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, K_EVAL))(keys)
   return {str(h): evaluate(config, env, p, cfg, params, harness, h, eval_keys,
-                           config.eval_episodes) for h in horizons}
+                           config.eval_episodes, warm) for h in horizons}
 
 
 def grad_mass(config, env, p, cfg, params, vparams, spec, keys):

@@ -94,3 +94,36 @@ def test_payload_collects_stage_fields():
   assert pl["wall"] == {"v": 1.0, "w": 1.0} and set(pl["grad_mass"]) == {"v"}
   np.testing.assert_allclose(pl["curves_mean"]["v"]["return"], [2.0, 4.0])
   assert pl["eval_horizon"] == 16
+
+
+def test_frozen_harness_evaluates_with_the_warm_start_summariser(monkeypatch):
+  """Evaluation (and validation) of the frozen-summariser variant samples its summaries from
+  the seed's warm start, as in training, never from the RL-trained policy (the first record
+  under the registered claims evaluated it with the policy's summaries). Fakes stand in for the
+  rollout and the metrics: each episode reports which parameters wrote its summaries."""
+  import jax
+  import jax.numpy as jnp
+  from jaxrl_suite.lm import compaction as comp
+  from jaxrl_suite.lm import rollout as lm_rollout
+
+  def fake_rollout(cfg, pp, env, pe, k, n, rcfg, summary_params=None, **kw):
+    writer = pp if summary_params is None else summary_params
+    return {"writer": jnp.full((n,), writer["w"]), "policy": jnp.full((n,), pp["w"])}
+
+  monkeypatch.setattr(lm_rollout, "multi_turn_rollout", fake_rollout)
+  monkeypatch.setattr(comp, "rollout_config", lambda *a, **k: None)
+  monkeypatch.setattr(comp, "episode_metrics", lambda ro, agent, items: ro)
+  monkeypatch.setattr(study, "_EVAL_FNS", {})
+  c = _config(eval_batch=2, window=8, temperature=1.0, full_context_events=[8])
+  c.model = ml_collections.ConfigDict(dict(max_len=64))
+  c.env = ml_collections.ConfigDict(dict(num_items=2))
+  p = types.SimpleNamespace(replace=lambda **kw: {"num_events": kw["num_events"]})
+  policy, warm = {"w": jnp.array([1.0, 2.0])}, {"w": jnp.array([10.0, 20.0])}
+  keys = jax.random.split(jax.random.PRNGKey(0), 2)
+  out = study.evaluate(c, None, p, None, policy, "frozen", 8, keys, 4, warm=warm)
+  np.testing.assert_array_equal(out["writer"], [10.0, 20.0])      # warm starts wrote them
+  np.testing.assert_array_equal(out["policy"], [1.0, 2.0])        # the policy answered
+  out = study.evaluate(c, None, p, None, policy, "compaction", 8, keys, 4, warm=warm)
+  np.testing.assert_array_equal(out["writer"], [1.0, 2.0])        # its own summaries
+  with pytest.raises(ValueError, match="warm"):
+    study.evaluate(c, None, p, None, policy, "frozen", 8, keys, 4)
