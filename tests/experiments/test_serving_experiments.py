@@ -144,6 +144,14 @@ def test_quick_reproduction_end_to_end(tmp_path, name, monkeypatch):
     assert again["resumed_stages"] == ["heuristics", "ppo", "ppo_bc"]
     assert again["summary"] == rec["summary"] and again["tuned"] == rec["tuned"]
     return      # --eval_trace goes through the same shared code; checked once (cheaper static run)
+  # A second run in the same workdir reads capacity and tuning back (a stage) and gives the
+  # same numbers.
+  exp.run(c, True, str(tmp_path / "wd"))
+  again = json.load(open(tmp_path / "results" / f"{name}.json"))
+  assert again["summary"] == rec["summary"] and again["tuned"] == rec["tuned"]
+  assert again["capacity_rps"] == rec["capacity_rps"]
+  stages = tmp_path / "wd" / "stages" / "serving_batching"
+  assert sorted(os.listdir(stages)) == sorted(f"{t}_static" for t in c.traces)
   # --eval_trace: the saved policy is evaluated on any trace file.
   trace = os.path.join(ROOT, "jaxrl_suite", "envs", "serving", "data", "azure2023_code_sample.csv")
   exp.run(c, True, str(tmp_path / "wd"), eval_trace=trace)
@@ -189,3 +197,33 @@ def test_budget_checkpoints_resume_after_an_interruption(tmp_path, monkeypatch):
   fresh = {"x": np.zeros(3)}
   state, ckpts, _, _ = training._resume(path, "another run", fresh, 2)
   assert state is fresh and ckpts == []
+
+
+def test_batching_heuristics_stage_round_trips_through_the_stage_cache(tmp_path):
+  """The batching study's capacity-and-tuning stage stores grid indices and scores as JSON and
+  gives back the same grid points (by identity) and scores; a second call reads the stage."""
+  import ml_collections
+  from jaxrl_suite.core import stage_cache
+  from jaxrl_suite.train.serving import batching_study
+  c = ml_collections.ConfigDict({"loads": (0.5, 1.1)})
+  grids = {"fixed": [{"b": 1}, {"b": 2}, {"b": 3}], "timeout": [{"t": 0.1}, {"t": 0.2}]}
+  tuned = {("fixed", 0.5): grids["fixed"][2], ("fixed", 1.1): grids["fixed"][0],
+           ("timeout", 0.5): grids["timeout"][1], ("timeout", 1.1): grids["timeout"][1]}
+  score = {("fixed", 0.5): 1.5, ("fixed", 1.1): float("nan"), ("timeout", 0.5): 0.25,
+           ("timeout", 1.1): 2.0}
+  calls = []
+
+  def fn():
+    calls.append(1)
+    return batching_study.heuristics_record(c, grids, 3.2, 0.65, "SLO capacity", tuned, score,
+                                            40)
+
+  for _ in range(2):
+    h = stage_cache.optional_stage("serving_batching/t_static/heuristics", {"x": 1}, fn,
+                                   str(tmp_path))
+    t2, s2 = batching_study.heuristics_restore(c, grids, h)
+    assert all(t2[k] is tuned[k] for k in tuned) and set(t2) == set(tuned)
+    np.testing.assert_equal([s2[k] for k in score], [score[k] for k in score])
+    assert (h["capacity"], h["base_scale"], h["capacity_how"], h["n_evals"]) == (
+        3.2, 0.65, "SLO capacity", 40)
+  assert len(calls) == 1

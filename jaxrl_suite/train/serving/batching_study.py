@@ -7,11 +7,15 @@ evaluation env, the mode's capacity, the tuned heuristics, RL training and the e
       clipping of both to the model's context.
   run_mode(c, mode, trace, train_tr, test_tr, workdir, seeds, reuse) -> dict
       table {(policy, load): metrics [S, W]} on the evaluation part, tuned {(family, load):
-      params}, tune_score {(family, load): [W] goodput}, capacity (req/s) and how it was
+      params}, tune_score {(family, load): mean training goodput}, capacity (req/s) and how it was
       measured, scales {load: rate scale}, curves {variant: [S, U]}, train_time {algo: s},
       n_evals, families, learned (RL variants), rl_train / rl_half (validation tables at the
       whole and half budget), budget {algo: env steps}, model, max_model_len, trace, replay
       (requests per replay), slo (ttft, tpot).
+      Capacity and tuning (the costly part: an hour for static batching on a low-capacity
+      trace) are a stage of `workdir`'s cache ("serving_batching/<trace>_<mode>/heuristics",
+      keyed by the per-trace config and the library), so a stopped run resumes after them.
+  heuristics_record(...) / heuristics_restore(c, grids, h): that stage's JSON value and back.
   summaries(c, out) -> {"trace:mode:policy@load": {metric: [mean, lo, hi]}}
   payload(c, out, summary, ratios, clip, names, eval_trace, plot) -> the record's payload
 
@@ -28,6 +32,7 @@ from typing import NamedTuple
 
 from jaxrl_suite.envs.serving import (batching, cost_model, harness, heuristics, protocol,
                                       replay, traces)
+from jaxrl_suite.core import stage_cache
 from jaxrl_suite.train.serving import training
 
 
@@ -151,6 +156,25 @@ def _train(c, mode, trace, train_tr, kw, base_scale, workdir, seeds, reuse, tag)
   return ckpts, curves, train_time, budget
 
 
+def heuristics_record(c, grids, cap, base_scale, cap_how, tuned, score, n_evals) -> dict:
+  """The heuristics stage's value as plain JSON: capacity, its rate scale and how it was set,
+  the index of each tuned grid point and its training score per "family@load", #evaluations."""
+  index = lambda f, g: next(i for i, x in enumerate(grids[f]) if x is g)
+  keys = [(f, ld) for f in grids for ld in c.loads]
+  return {"capacity": float(cap), "base_scale": float(base_scale), "capacity_how": cap_how,
+          "tuned_index": {f"{f}@{ld}": index(f, tuned[(f, ld)]) for f, ld in keys},
+          "tune_score": {f"{f}@{ld}": float(score[(f, ld)]) for f, ld in keys},
+          "n_evals": int(n_evals)}
+
+
+def heuristics_restore(c, grids, h: dict) -> tuple[dict, dict]:
+  """(tuned {(family, load): grid point}, score {(family, load): training goodput}) from
+  `heuristics_record`'s value."""
+  keys = [(f, ld) for f in grids for ld in c.loads]
+  return ({(f, ld): grids[f][int(h["tuned_index"][f"{f}@{ld}"])] for f, ld in keys},
+          {(f, ld): float(h["tune_score"][f"{f}@{ld}"]) for f, ld in keys})
+
+
 def run_mode(c, mode, trace, train_tr, test_tr, workdir, seeds, reuse=False) -> dict:
   """One (trace, mode) of the study: capacity, tuning, RL and the tables (module docstring)."""
   t0 = time.time()
@@ -168,16 +192,26 @@ def run_mode(c, mode, trace, train_tr, test_tr, workdir, seeds, reuse=False) -> 
   rl_pp = lambda net: harness.with_net(next(iter(grids.values()))[0], template, net,
                                        which=n_heur)
 
-  # 1. Capacity of this mode on the training part (see `capacity`).
-  cap, base_scale, cap_how = capacity(c, mode, ev, grids, template, p_train,
-                                      tune_starts[:int(c.n_capacity_windows)], key, slo, train_tr)
-  scales = {ld: ld * base_scale for ld in c.loads}
-  print(f"{tag} capacity {cap:.3f} req/s ({cap_how}); trace rate {train_tr.rate:.2f} "
-        f"({time.time() - t0:.0f} s)", flush=True)
+  # 1-2. Capacity of this mode on the training part (see `capacity`), then every family tuned
+  # at every load on training windows (one batched call): one stage of the workdir's cache.
+  def heuristics_stage() -> dict:
+    cap, base_scale, cap_how = capacity(c, mode, ev, grids, template, p_train,
+                                        tune_starts[:int(c.n_capacity_windows)], key, slo,
+                                        train_tr)
+    print(f"{tag} capacity {cap:.3f} req/s ({cap_how}); trace rate {train_tr.rate:.2f} "
+          f"({time.time() - t0:.0f} s)", flush=True)
+    tuned, score, n = protocol.tune(ev, grids, p_train, tune_starts,
+                                    {ld: ld * base_scale for ld in c.loads}, key, slo)
+    print(f"{tag} tuned {n} window evaluations ({time.time() - t0:.0f} s)", flush=True)
+    return heuristics_record(c, grids, cap, base_scale, cap_how, tuned, score, n)
 
-  # 2. Tune every family at every load on training windows (one batched call).
-  tuned, tune_score, n_evals = protocol.tune(ev, grids, p_train, tune_starts, scales, key, slo)
-  print(f"{tag} tuned {n_evals} window evaluations ({time.time() - t0:.0f} s)", flush=True)
+  h = stage_cache.optional_stage(f"serving_batching/{trace}_{mode}/heuristics",
+                                 {"config": c.to_dict(), "trace": trace, "mode": mode},
+                                 heuristics_stage, workdir)
+  cap, base_scale, cap_how, n_evals = (h["capacity"], h["base_scale"], h["capacity_how"],
+                                       h["n_evals"])
+  tuned, tune_score = heuristics_restore(c, grids, h)
+  scales = {ld: ld * base_scale for ld in c.loads}
 
   # 3. RL across loads.
   ckpts, curves, train_time, budget = _train(c, mode, trace, train_tr, kw, base_scale, workdir,
