@@ -61,6 +61,18 @@ def pick_tuned(grids: dict[str, list], flat: Sequence[tuple[str, int]], loads: S
   return tuned, score
 
 
+def tuned_index(grids: dict[str, list], tuned: dict, loads: Sequence) -> dict[str, int]:
+  """{"family@load": index of the tuned grid point in grids[family]} (JSON for a stage cache;
+  `pick_tuned` returns the grid's own objects, so identity finds them)."""
+  index = lambda f, g: next(i for i, x in enumerate(grids[f]) if x is g)
+  return {f"{f}@{ld}": index(f, tuned[(f, ld)]) for f in grids for ld in loads}
+
+
+def tuned_from_index(grids: dict[str, list], idx: dict, loads: Sequence) -> dict:
+  """{(family, load): grid point} back from `tuned_index`'s value."""
+  return {(f, ld): grids[f][int(idx[f"{f}@{ld}"])] for f in grids for ld in loads}
+
+
 def best_heuristic_capacity(ev: harness.Evaluator, grids: dict[str, list], params, starts, key,
                             slo, trace_rate: float, type_id=None) -> tuple[float, float, str]:
   """Capacity = the largest rate at which the BEST tuned heuristic meets the SLO for 90% of

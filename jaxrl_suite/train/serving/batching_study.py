@@ -159,20 +159,17 @@ def _train(c, mode, trace, train_tr, kw, base_scale, workdir, seeds, reuse, tag)
 def heuristics_record(c, grids, cap, base_scale, cap_how, tuned, score, n_evals) -> dict:
   """The heuristics stage's value as plain JSON: capacity, its rate scale and how it was set,
   the index of each tuned grid point and its training score per "family@load", #evaluations."""
-  index = lambda f, g: next(i for i, x in enumerate(grids[f]) if x is g)
-  keys = [(f, ld) for f in grids for ld in c.loads]
   return {"capacity": float(cap), "base_scale": float(base_scale), "capacity_how": cap_how,
-          "tuned_index": {f"{f}@{ld}": index(f, tuned[(f, ld)]) for f, ld in keys},
-          "tune_score": {f"{f}@{ld}": float(score[(f, ld)]) for f, ld in keys},
+          "tuned_index": protocol.tuned_index(grids, tuned, c.loads),
+          "tune_score": {f"{f}@{ld}": float(score[(f, ld)]) for f in grids for ld in c.loads},
           "n_evals": int(n_evals)}
 
 
 def heuristics_restore(c, grids, h: dict) -> tuple[dict, dict]:
   """(tuned {(family, load): grid point}, score {(family, load): training goodput}) from
   `heuristics_record`'s value."""
-  keys = [(f, ld) for f in grids for ld in c.loads]
-  return ({(f, ld): grids[f][int(h["tuned_index"][f"{f}@{ld}"])] for f, ld in keys},
-          {(f, ld): float(h["tune_score"][f"{f}@{ld}"]) for f, ld in keys})
+  return (protocol.tuned_from_index(grids, h["tuned_index"], c.loads),
+          {(f, ld): float(h["tune_score"][f"{f}@{ld}"]) for f in grids for ld in c.loads})
 
 
 def run_mode(c, mode, trace, train_tr, test_tr, workdir, seeds, reuse=False) -> dict:

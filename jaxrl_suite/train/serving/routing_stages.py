@@ -57,8 +57,7 @@ def _restore(c, saved, grids, clusters, main, held) -> int:
   for cl in clusters:
     cl.capacity, cl.base_scale, cl.cap_by = saved["capacity"][cl.name]
   for cl in (main, held):
-    idx = saved["tuned_index"][cl.name]
-    cl.tuned = {(f, ld): grids[f][idx[f"{f}@{ld}"]] for f in fams for ld in c.loads}
+    cl.tuned = protocol.tuned_from_index(grids, saved["tuned_index"][cl.name], c.loads)
     cl.tune_score = {(f, ld): saved["tune_score"][cl.name][f"{f}@{ld}"] for f in fams
                      for ld in c.loads}
   return int(saved["n_tune_evals"])
@@ -83,13 +82,11 @@ def _compute(c, ev, grids, clusters, main, held, trace_rate, slo, log) -> int:
 def _save(path, key, c, grids, clusters, main, held, n_tune_evals) -> None:
   """Plain JSON: capacities and the index of each tuned grid point; atomic (tmp + replace)."""
   fams = list(grids)
-  index = lambda g, f: next(i for i, x in enumerate(grids[f]) if x is g)
   with open(path + ".tmp", "w") as f:
     json.dump({"key": key, "n_tune_evals": n_tune_evals,
                "capacity": {cl.name: [cl.capacity, cl.base_scale, cl.cap_by]
                             for cl in clusters},
-               "tuned_index": {cl.name: {f"{f}@{ld}": index(cl.tuned[(f, ld)], f)
-                                         for f in fams for ld in c.loads}
+               "tuned_index": {cl.name: protocol.tuned_index(grids, cl.tuned, c.loads)
                                for cl in (main, held)},
                "tune_score": {cl.name: {f"{f}@{ld}": cl.tune_score[(f, ld)] for f in fams
                                         for ld in c.loads} for cl in (main, held)}}, f)
