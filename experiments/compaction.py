@@ -21,7 +21,9 @@ cached in --workdir by `repro.stage_cache`:
 The stages are `lm.compaction_study`, the tables and figure `lm.compaction_report`; this script
 holds the stage cache, the registered variants and rules they are given, and the claims.
 
-Run from the repo root:  python -m experiments.compaction [--quick] [--workdir=DIR]
+Run from the repo root:  python -m experiments.compaction [--quick] [--workdir=DIR] [--workers=N]
+(--workers=2 on a 2-core machine: a helper process takes half of each list of independent
+stages, seeds' warm starts, baselines and variants; `repro.workers`).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from jaxrl_suite.repro import Claim, claim_record, entry, flatness, stage_cache 
 NAME = "compaction"
 CONFIG_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                            "configs", "compaction.py")
-FLAGS = entry.define_flags(NAME, CONFIG_PATH)
+FLAGS = entry.define_flags(NAME, CONFIG_PATH, splits_stages=True)
 
 
 def _stage_config(config, **extra) -> dict:
@@ -68,30 +70,29 @@ def warm_starts(config, env, p, cfg, workdir, progress=True):
                                    "warm_row_len")}
   keyed.update(model=config.model.to_dict(), corpus=config.corpus.to_dict(),
                env=config.env.to_dict())
-  params, info = [], []
-  for s in range(config.num_seeds):
-    res = stage_cache.run_stage(
-        f"warm/seed{config.seed + s}", dict(keyed, seed=config.seed + s),
-        lambda s=s: study.warm_start_seed(config, env, p, cfg, s, progress), workdir)
-    params.append(res.value["params"])
-    info.append({"loss_last": float(res.value["loss_last"]), "wall_s": res.wall_s,
-                 "cached": res.hit})
-  return study.stack_seeds(params), info
+  seeds = range(config.num_seeds)
+  results = stage_cache.run_stages(
+      [stage_cache.Stage(f"warm/seed{config.seed + s}", dict(keyed, seed=config.seed + s),
+                         lambda s=s: study.warm_start_seed(config, env, p, cfg, s, progress))
+       for s in seeds], workdir)
+  info = [{"loss_last": float(r.value["loss_last"]), "wall_s": r.wall_s, "cached": r.hit}
+          for r in results]
+  return study.stack_seeds([r.value["params"] for r in results]), info
 
 
 def baseline_stages(config, env, p, cfg, params0, keys, workdir) -> dict:
   """Evaluation of each warm start under each baseline harness (one stage each)."""
-  rows = {}
-  for name, harness in cfg_mod.BASELINES.items():
+  def stage(name, harness):
     hs = config.full_context_events if harness == "full" else config.eval_events
-    rows[name] = stage_cache.cached_stage(
+    return stage_cache.Stage(
         f"baseline/{name}", _stage_config(config, stage=name),
-        lambda: study.eval_rows(config, env, p, cfg, params0, harness, hs, keys), workdir)
-  return rows
+        lambda: study.eval_rows(config, env, p, cfg, params0, harness, hs, keys))
+  results = stage_cache.run_stages([stage(n, h) for n, h in cfg_mod.BASELINES.items()], workdir)
+  return {n: r.value for n, r in zip(cfg_mod.BASELINES, results)}
 
 
-def variant_stage(config, env, p, cfg, params0, v, keys, workdir, progress=True) -> dict:
-  """Training (critic warm-up + sweep) and evaluation of one variant, as one cached stage."""
+def variant_stage(config, env, p, cfg, params0, v, keys, progress=True) -> stage_cache.Stage:
+  """Training (critic warm-up + sweep) and evaluation of one variant, as one stage."""
   spec = cfg_mod.VARIANTS[v]
   flat = _last_doubling(config)
 
@@ -104,8 +105,8 @@ def variant_stage(config, env, p, cfg, params0, v, keys, workdir, progress=True)
       out["mass"] = {"start": study.grad_mass(config, env, p, cfg, params0, vp, spec, keys),
                      "end": study.grad_mass(config, env, p, cfg, pp, vp, spec, keys)}
     return out
-  return stage_cache.cached_stage(f"variant/{v}", _stage_config(
-      config, stage=v, grad_mass=v in config.grad_mass_variants), make, workdir)
+  return stage_cache.Stage(f"variant/{v}", _stage_config(
+      config, stage=v, grad_mass=v in config.grad_mass_variants), make)
 
 
 def judge_claims(config, rows, sweeps, gaps) -> list:
@@ -130,8 +131,10 @@ def measure(config, workdir, progress=True) -> dict:
   keys = study.seed_keys(config)
   params0, warm_info = warm_starts(config, env, p, cfg, workdir, progress)
   rows = baseline_stages(config, env, p, cfg, params0, keys, workdir)
-  stages = {v: variant_stage(config, env, p, cfg, params0, v, keys, workdir, progress)
-            for v in config.variants}
+  done = stage_cache.run_stages(
+      [variant_stage(config, env, p, cfg, params0, v, keys, progress) for v in config.variants],
+      workdir)
+  stages = {v: r.value for v, r in zip(config.variants, done)}
   with warnings.catch_warnings():
     warnings.simplefilter("ignore", RuntimeWarning)
     rows.update({v: st["rows"] for v, st in stages.items()})

@@ -20,7 +20,8 @@ The measuring stages are `lm.stapo_study`, the tables and figure `lm.stapo_repor
 holds the registered rules (repro's intervals, lr selection, flatness) they call and the claims.
 
 Run from the repo root:  python -m experiments.stapo [--quick] [--workdir=DIR] [--config.x=...]
-(start-up through jaxrl_suite.repro.entry).
+(start-up through jaxrl_suite.repro.entry; --workers=2 on a 2-core machine shares the sweep
+cells and each segment's methods with a helper process, `repro.workers`).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from jaxrl_suite.repro import Claim, claim_record, entry, flatness, selection  #
 
 NAME = "stapo"
 FLAGS = entry.define_flags(NAME, os.path.join(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))), "configs", f"{NAME}.py"))
+    os.path.abspath(__file__))), "configs", f"{NAME}.py"), splits_stages=True)
 _show = stapo_report.show
 
 

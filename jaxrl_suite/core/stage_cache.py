@@ -29,18 +29,28 @@ the cached stages cost when they ran (`run_stage(...).wall_s`).
 Writes are atomic (a temporary file, then `os.replace`): an interrupted run leaves either the
 old file or the new one. A damaged or foreign file raises `StageCacheError` naming the file
 (delete it and rerun), rather than being silently recomputed or trusted.
+
+Several processes may share one workdir (`--workers` of the scripts, `repro.entry`): a stage is
+computed by the process that holds its lock, `<workdir>/locks/<name>.<key>.lock` (an advisory
+`flock`, released by the kernel when its process ends, however it ends, so no lock outlives a
+killed run). `run_stages` takes a list of independent stages: it computes the ones no other
+process holds, then waits for the others and reads their values, so N processes looping over
+the same list share it out. A process that finds a stage locked waits for it rather than
+computing it twice; a stage whose holder died without storing it is computed by the next
+process to take the lock. Nested stages must be taken in one order by every process.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import hashlib
 import json
 import math
 import os
 import re
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -177,6 +187,90 @@ def _write(path: str, rec: dict) -> None:
     tree_io.save_tree(path, rec)   # atomic too
 
 
+@dataclasses.dataclass(frozen=True)
+class Stage:
+  """One entry of `run_stages`: `fn()`'s value stored as stage `name`, keyed by `config`."""
+  name: str
+  config: Any
+  fn: Callable[[], Any]
+
+
+def _stored(name: str, key: str, workdir: str) -> StageResult | None:
+  for path in stage_paths(name, key, workdir):
+    if os.path.exists(path):
+      rec = _read(path, name, key)
+      return StageResult(rec["value"], True, float(rec.get("wall_s", 0.0)), path, key)
+  return None
+
+
+def _lock_path(name: str, key: str, workdir: str) -> str:
+  stage_paths(name, key, workdir)   # validates the name
+  return os.path.join(workdir, "locks", f"{name}.{key}.lock")
+
+
+def _compute(stage: Stage, key: str, fingerprint: str, workdir: str) -> StageResult:
+  t0 = time.time()
+  value = stage.fn()
+  wall = time.time() - t0
+  jpath, npath = stage_paths(stage.name, key, workdir)
+  path = jpath if _is_json(value) else npath
+  rec = {"format": FORMAT, "name": stage.name, "key": key, "fingerprint": fingerprint,
+         "config": _plain(stage.config), "wall_s": wall, "value": value}
+  try:
+    _write(path, rec)
+  except TypeError as e:   # tree_io: a non-str dict key or an object leaf
+    raise TypeError(f"stage {stage.name!r}: its value cannot be stored without pickle ({e}); "
+                    "return dicts with str keys, lists, tuples, numbers, strings and "
+                    "arrays") from e
+  # What a resumed run would read (numpy arrays, not jax ones): a first run and a resumed run
+  # compute from identical data, and every run exercises the read path.
+  return StageResult(_read(path, stage.name, key)["value"], False, wall, path, key)
+
+
+def _attempt(stage: Stage, key: str, fingerprint: str, workdir: str,
+             wait: bool) -> StageResult | None:
+  """The stored value, or the value computed under the stage's lock; None when another process
+  holds the lock and `wait` is False."""
+  hit = _stored(stage.name, key, workdir)
+  if hit is not None:
+    return hit
+  lock = _lock_path(stage.name, key, workdir)
+  os.makedirs(os.path.dirname(lock), exist_ok=True)
+  fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+  try:
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+      return None
+    # Under the lock: the holder before us may have stored it (or died without storing it).
+    hit = _stored(stage.name, key, workdir)
+    return hit if hit is not None else _compute(stage, key, fingerprint, workdir)
+  finally:
+    os.close(fd)   # releases the lock
+
+
+def run_stages(stages: Sequence[Stage], workdir: str, *, fingerprint: str | None = None,
+               on_wait: Callable[[Stage], None] | None = None) -> list[StageResult]:
+  """Each stage's stored or computed value (`run_stage`), in order, for independent stages.
+
+  First pass: every stage that is stored is read, every stage no other process holds is
+  computed; then the stages other processes held are waited for (`on_wait(stage)` is called
+  before each wait) and read, or computed if their holder died without storing them. So
+  processes that call `run_stages` on the same list and workdir compute each stage once
+  between them."""
+  fingerprint = process_fingerprint() if fingerprint is None else fingerprint
+  keys = [stage_key(s.config, fingerprint) for s in stages]
+  out: list[StageResult | None] = [None] * len(stages)
+  for i, s in enumerate(stages):
+    out[i] = _attempt(s, keys[i], fingerprint, workdir, wait=False)
+  for i, s in enumerate(stages):
+    if out[i] is None:
+      if on_wait is not None and _stored(s.name, keys[i], workdir) is None:
+        on_wait(s)
+      out[i] = _attempt(s, keys[i], fingerprint, workdir, wait=True)
+  return out
+
+
 def run_stage(name: str, config: Any, fn: Callable[[], Any], workdir: str, *,
               fingerprint: str | None = None) -> StageResult:
   """`fn()` or its stored value for the same stage config and library (module doc).
@@ -184,34 +278,34 @@ def run_stage(name: str, config: Any, fn: Callable[[], Any], workdir: str, *,
   name: the stage (file-name safe; '/' makes a sub-folder). config: what the stage's result
   depends on. fn: computes the value (pure data: dicts, lists, scalars, arrays). workdir: where
   `stages/` lives. fingerprint: the library fingerprint (default `process_fingerprint()`).
+  A stage another process is computing is waited for, then read.
   """
-  fingerprint = process_fingerprint() if fingerprint is None else fingerprint
-  key = stage_key(config, fingerprint)
-  jpath, npath = stage_paths(name, key, workdir)
-  for path in (jpath, npath):
-    if os.path.exists(path):
-      rec = _read(path, name, key)
-      return StageResult(rec["value"], True, float(rec.get("wall_s", 0.0)), path, key)
-  t0 = time.time()
-  value = fn()
-  wall = time.time() - t0
-  path = jpath if _is_json(value) else npath
-  rec = {"format": FORMAT, "name": name, "key": key, "fingerprint": fingerprint,
-         "config": _plain(config), "wall_s": wall, "value": value}
-  try:
-    _write(path, rec)
-  except TypeError as e:   # tree_io: a non-str dict key or an object leaf
-    raise TypeError(f"stage {name!r}: its value cannot be stored without pickle ({e}); return "
-                    "dicts with str keys, lists, tuples, numbers, strings and arrays") from e
-  # What a resumed run would read (numpy arrays, not jax ones): a first run and a resumed run
-  # compute from identical data, and every run exercises the read path.
-  return StageResult(_read(path, name, key)["value"], False, wall, path, key)
+  return run_stages([Stage(name, config, fn)], workdir, fingerprint=fingerprint)[0]
 
 
 def cached_stage(name: str, config: Any, fn: Callable[[], Any], workdir: str, *,
                  fingerprint: str | None = None) -> Any:
   """The stage's value (see `run_stage` for the hit flag and the stored wall time)."""
   return run_stage(name, config, fn, workdir, fingerprint=fingerprint).value
+
+
+def optional_stages(stages: Sequence[Stage], workdir: str | None,
+                    timing: dict | None = None) -> list:
+  """The values of independent long-run segments (`optional_stage`, one list): with workdir
+  None each `fn()` in order; else `run_stages`, so processes sharing the workdir split them
+  (module doc). Each stored segment read back adds the seconds it cost when it ran to
+  timing["cached_s"] and says so on stdout, as does each wait for another process."""
+  if workdir is None:
+    return [s.fn() for s in stages]
+  waited = lambda s: print(f"{s.name}: another process is computing it; waiting", flush=True)
+  values = []
+  for r, s in zip(run_stages(stages, workdir, on_wait=waited), stages):
+    if r.hit:
+      if timing is not None:
+        timing["cached_s"] = timing.get("cached_s", 0.0) + r.wall_s
+      print(f"{s.name}: read back ({r.wall_s:.0f} s when it ran)", flush=True)
+    values.append(r.value)
+  return values
 
 
 def optional_stage(name: str, config: Any, fn: Callable[[], Any], workdir: str | None,
@@ -222,11 +316,4 @@ def optional_stage(name: str, config: Any, fn: Callable[[], Any], workdir: str |
   ran to timing["cached_s"] and says so on stdout. A segment that carries a pytree (a train
   state) stores `jax.tree.leaves(tree)`; the caller rebuilds it with
   `jax.tree.unflatten(jax.tree.structure(fresh_init), leaves)`."""
-  if workdir is None:
-    return fn()
-  r = run_stage(name, config, fn, workdir)
-  if r.hit:
-    if timing is not None:
-      timing["cached_s"] = timing.get("cached_s", 0.0) + r.wall_s
-    print(f"{name}: read back ({r.wall_s:.0f} s when it ran)", flush=True)
-  return r.value
+  return optional_stages([Stage(name, config, fn)], workdir, timing)[0]

@@ -13,7 +13,9 @@ With a workdir, every sweep run (method, lr) and every training segment (method,
 stage of the workdir's stage cache ("stapo/sweep/...", "stapo/train/..."), keyed by the config
 fields it reads (`_NOT_READ`) and the library: a run stopped after hours resumes from its last
 finished segment with identical data (the stored train state is read back, as on a first run),
-a finished run is reread in seconds, and a larger max_budget extends a stored run.
+a finished run is reread in seconds, and a larger max_budget extends a stored run. The sweep's
+cells, and each segment's methods, are one list of independent stages
+(`stage_cache.optional_stages`), so processes sharing the workdir (`--workers`) split them.
 
 S is a number of seeds (det_seeds, sweep_seeds or num_seeds of the config). Every method trains
 through one compiled step per learning rate (`Programs`): the method id is data, so methods,
@@ -266,13 +268,12 @@ _NOT_READ = {"sweep": ("det_seeds", "det_batches", "det_envs", "methods", "lr_gr
                        "sweep_seeds", "sweep_steps", "max_budget", "flat_methods", "eval_envs")}
 
 
-def _stage(name: str, progs, fields: dict, fn: Callable[[], dict], workdir, timing) -> dict:
-  """fn()'s value, or the stored one: stage `name` ("stapo/sweep/..." or "stapo/train/...")
-  keyed by the config fields it reads plus `fields` (workdir None: no cache;
-  core.stage_cache.optional_stage)."""
+def _stage(name: str, progs, fields: dict, fn: Callable[[], dict]) -> stage_cache.Stage:
+  """Stage `name` ("stapo/sweep/..." or "stapo/train/...") computing fn(), keyed by the config
+  fields it reads plus `fields`."""
   drop = _NOT_READ[name.split("/")[1]]
   key = {k: v for k, v in progs.config.to_dict().items() if k not in drop}
-  return stage_cache.optional_stage(name, dict(config=key, **fields), fn, workdir, timing)
+  return stage_cache.Stage(name, dict(config=key, **fields), fn)
 
 
 def _state_of(progs, lr, method, n: int, params, leaves) -> Any:
@@ -291,18 +292,17 @@ def lr_sweep(progs, params, key, timing, pick: Callable[[str, dict], Any], workd
   c = progs.config
   seed_keys = jax.random.split(key, c.sweep_seeds)
   eval_keys = jax.random.split(jax.random.fold_in(key, 7), c.sweep_seeds)
-  scores, sels = {}, {}
-  for m in c.methods:
-    scores[m] = {}
-    for lr in c.lr_grid:
-      def run(m=m, lr=lr):
-        state, _ = train(progs, lr, m, None, seed_keys, 0, c.sweep_steps, timing, params)
-        return {"success": evaluate(progs, state, eval_keys)["success"]}
-      scores[m][f"{lr:g}"] = np.asarray(_stage(f"stapo/sweep/{m}_lr{lr:g}", progs,
-                                               dict(method=m, lr=float(lr)), run, workdir,
-                                               timing)["success"])
-    sels[m] = pick(m, scores[m])
-  return scores, sels
+  def run(m, lr):
+    state, _ = train(progs, lr, m, None, seed_keys, 0, c.sweep_steps, timing, params)
+    return {"success": evaluate(progs, state, eval_keys)["success"]}
+  cells = [(m, lr) for m in c.methods for lr in c.lr_grid]
+  values = stage_cache.optional_stages(
+      [_stage(f"stapo/sweep/{m}_lr{lr:g}", progs, dict(method=m, lr=float(lr)),
+              lambda m=m, lr=lr: run(m, lr)) for m, lr in cells], workdir, timing)
+  scores = {m: {} for m in c.methods}
+  for (m, lr), v in zip(cells, values):
+    scores[m][f"{lr:g}"] = np.asarray(v["success"])
+  return scores, {m: pick(m, scores[m]) for m in c.methods}
 
 
 def _is_done(flat: dict) -> bool:
@@ -328,14 +328,16 @@ def train_until_flat(progs, params, lrs: dict, key, timing,
   budgets, done, seg = [], 0, 0
   while True:
     target = c.first_budget * 2 ** seg
-    for m in c.methods:
-      def run(m=m, state=states[m], steps=target - done, seg=seg):
-        st, cur = train(progs, lrs[m], m, state, seed_keys, seg, steps, timing, params)
-        return {"state": jax.tree.leaves(jax.device_get(st)), "curves": cur,
-                "val": evaluate(progs, st, val_keys, validation=True)}
-      out = _stage(f"stapo/train/{m}_seg{seg}", progs,
-                   dict(method=m, lr=float(lrs[m]), segment=seg, budget=target), run,
-                   workdir, timing)
+    def run(m, state, steps, seg):
+      st, cur = train(progs, lrs[m], m, state, seed_keys, seg, steps, timing, params)
+      return {"state": jax.tree.leaves(jax.device_get(st)), "curves": cur,
+              "val": evaluate(progs, st, val_keys, validation=True)}
+    outs = stage_cache.optional_stages(
+        [_stage(f"stapo/train/{m}_seg{seg}", progs,
+                dict(method=m, lr=float(lrs[m]), segment=seg, budget=target),
+                lambda m=m, state=states[m], steps=target - done, seg=seg:
+                run(m, state, steps, seg)) for m in c.methods], workdir, timing)
+    for m, out in zip(c.methods, outs):
       states[m] = _state_of(progs, lrs[m], m, c.num_seeds, params, out["state"])
       curves[m].append({k: np.asarray(v) for k, v in out["curves"].items()})
       for k, v in out["val"].items():

@@ -11,6 +11,7 @@
   format     -- the one "mean [lo, hi]" formatter
   stage_cache -- finished stages in the workdir, keyed by config + library (JSON / npz, no pickle)
   entry      -- a script's --quick/--workdir/--config, output folder and user errors
+  workers    -- helper processes sharing a run's stage cache (--workers)
   summary    -- verdict tables of a folder of records (results/SUMMARY.md, the README block)
   runner     -- reproduction scripts run as subprocesses, logged, their records checked
 See docs/reproduction.md. Depends on numpy, scipy, absl + ml_collections (entry) and

@@ -36,8 +36,9 @@ from absl import flags
 
 from jaxrl_suite.core import cli as core_cli
 from jaxrl_suite.core import results
+from jaxrl_suite.repro import workers
 
-FLAG_NAMES = ("config", "quick", "workdir", "results_dir")
+FLAG_NAMES = ("config", "quick", "workdir", "results_dir", "workers")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,12 +74,16 @@ class Flags:
   quick: Any
   workdir: Any
   results_dir: Any
+  workers: Any = None
+  splits_stages: bool = False
 
 
-def define_flags(name: str, config_path: str, workdir: str | None = None) -> Flags:
+def define_flags(name: str, config_path: str, workdir: str | None = None,
+                 splits_stages: bool = False) -> Flags:
   """Defines --config (the file `config_path`), --quick, --workdir (default workdirs/<name>),
-  --results_dir and --debug. A process that imports several scripts (tests, notebooks) keeps the
-  last definitions, which are the ones its command line would run."""
+  --results_dir, --workers (> 1 only where `splits_stages`: the script's stages come in lists
+  of independent ones, `repro.workers`) and --debug. A process that imports several scripts
+  (tests, notebooks) keeps the last definitions, which are the ones its command line would run."""
   from ml_collections import config_flags
   # ml_collections applies --config.<field> overrides of the default file while the flag is
   # defined (here, at import): an unknown field would be an AttributeError traceback.
@@ -94,7 +99,10 @@ def define_flags(name: str, config_path: str, workdir: str | None = None) -> Fla
       flags.DEFINE_bool("quick", False, "small smoke run (writes workdirs/results_quick/)"),
       flags.DEFINE_string("workdir", workdir or os.path.join("workdirs", name),
                           "working directory: stage cache and checkpoints"),
-      flags.DEFINE_string("results_dir", None, "write the record here instead"))
+      flags.DEFINE_string("results_dir", None, "write the record here instead"),
+      flags.DEFINE_integer("workers", 1, "processes sharing the workdir's stage cache (> 1 "
+                           "starts helpers that compute independent stages beside this run)"),
+      splits_stages)
 
 
 def check_overrides(argv: Sequence[str], default_path: str) -> None:
@@ -184,6 +192,11 @@ def main(fl: Flags, body: Callable[[Entry], Any], validate: Callable[[Any], None
   def run(_):
     e = resolve(fl, full, validate)
     print(e.banner(), flush=True)
-    body(e)   # its return value is for callers in code: absl would print it as an exit status
+    helpers = workers.start(1 if fl.workers is None else int(fl.workers.value), full, e.workdir,
+                            splits_stages=fl.splits_stages)
+    try:
+      body(e)   # its return value is for callers in code: absl would print it as an exit status
+    finally:
+      workers.stop(helpers, e.workdir)
 
   core_cli.run(run, full, config_flag="config")

@@ -2,9 +2,11 @@
 the reproduction layer's name (the cache lives in core/ so that the library's studies in lm/ and
 train/, which may not import repro/, key their stages the same way)."""
 
-from jaxrl_suite.core.stage_cache import (FORMAT, StageCacheError, StageResult, cached_stage,
-                                          canonical_json, library_fingerprint,
-                                          process_fingerprint, run_stage, stage_key, stage_paths)
+from jaxrl_suite.core.stage_cache import (FORMAT, Stage, StageCacheError, StageResult,
+                                          cached_stage, canonical_json, library_fingerprint,
+                                          process_fingerprint, run_stage, run_stages, stage_key,
+                                          stage_paths)
 
-__all__ = ["FORMAT", "StageCacheError", "StageResult", "cached_stage", "canonical_json",
-           "library_fingerprint", "process_fingerprint", "run_stage", "stage_key", "stage_paths"]
+__all__ = ["FORMAT", "Stage", "StageCacheError", "StageResult", "cached_stage", "canonical_json",
+           "library_fingerprint", "process_fingerprint", "run_stage", "run_stages", "stage_key",
+           "stage_paths"]
