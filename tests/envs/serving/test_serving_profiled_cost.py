@@ -197,3 +197,16 @@ def test_decode_series_equals_the_step_sum(b, k0, m):
   t = pc.static_decode_time(np, tab, 5e-4, float(b), b * k0, float(m))
   per_step = [pc.iteration_time(np, tab, float(b), 0.0, float(b), k, 5e-4) for k in steps]
   assert float(t) == pytest.approx(float(np.sum(per_step)), rel=1e-9, abs=1e-12)
+
+
+def test_jax_segment_is_numpys_at_every_node_between_and_beyond(tab):
+  """JAX looks segments up by counting nodes (searchsorted "compare_all"), numpy by bisection:
+  the same (i, f) at the nodes themselves (side="right"), midpoints and outside the range."""
+  for nodes in (tab.gemm_n, tab.pf_c, tab.pf_k, tab.dec_b, tab.dec_k):
+    nodes = np.asarray(nodes, np.float64)
+    x = np.concatenate([nodes, (nodes[1:] + nodes[:-1]) / 2, [nodes[0] - 1, nodes[-1] + 1]])
+    i_np, f_np = pc._segment(np, nodes, x)
+    i_j, f_j = jax.jit(lambda n, v: pc._segment(jnp, n, v))(jnp.asarray(nodes, jnp.float32),
+                                                            jnp.asarray(x, jnp.float32))
+    np.testing.assert_array_equal(np.asarray(i_j), i_np)
+    np.testing.assert_allclose(np.asarray(f_j), f_np, atol=1e-5)
