@@ -22,6 +22,7 @@ import time
 from typing import Any, Mapping, Sequence
 
 from jaxrl_suite.core import results as _results
+from jaxrl_suite.repro import workers
 
 REPO_ROOT = _results.REPO_ROOT
 
@@ -234,12 +235,7 @@ def _run_tee(cmd: Sequence[str], env: Mapping[str, str], log, echo,
         proc.wait()
         return f"timeout after {timeout_s:.0f} s"
       if stop is not None and stop.is_set():
-        proc.terminate()
-        try:
-          proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-          proc.kill()
-          proc.wait()
+        workers.terminate(proc, grace_s=10)
         return "interrupted"
       ready, _, _ = select.select([fd], [], [], 1.0)
       if not ready:

@@ -76,17 +76,22 @@ def start(workers: int, argv: Sequence[str], workdir: str, module: str | None = 
   return procs
 
 
+def terminate(proc: subprocess.Popen, grace_s: float) -> None:
+  """SIGTERM, then SIGKILL after `grace_s` seconds if it is still running; reaps it."""
+  proc.terminate()
+  try:
+    proc.wait(timeout=grace_s)
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    proc.wait()
+
+
 def stop(procs: Sequence[subprocess.Popen], workdir: str) -> None:
   """Stops the helpers still running; says which ones had failed before."""
   for i, p in enumerate(procs, 1):
     rc = p.poll()
     if rc is None:
-      p.terminate()
-      try:
-        p.wait(timeout=30)
-      except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
+      terminate(p, grace_s=30)
     elif rc != 0:
       print(f"helper {i} had exited with status {rc} (its stages were computed here); see "
             f"{os.path.join(workdir, 'helpers', f'{i}.log')}", file=sys.stderr, flush=True)

@@ -17,28 +17,14 @@ from jaxrl_suite.core import stage_cache as sc
 FP = "fingerprint-w"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# A worker: the stage list of the test, each fn logging "<stage> <pid>" to `log` before it
-# returns; stage s0's fn (in the first worker only) waits until another process has logged.
+# A worker: the stage list of tests/core/stage_workers.py; the first worker holds stage s0 until
+# the other has computed a stage.
 WORKER = r"""
-import json, os, sys, time
+import json, sys
 from jaxrl_suite.core import stage_cache as sc
+from tests.core.stage_workers import logging_stages
 workdir, log, first = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
-def fn(i):
-  def f():
-    if i == 0 and first:
-      open(os.path.join(workdir, "holding_s0"), "w").close()
-      deadline = time.time() + 120
-      while time.time() < deadline:
-        with open(log) as fh:
-          if any(int(l.split()[1]) != os.getpid() for l in fh if l.strip()):
-            break
-        time.sleep(0.05)
-    with open(log, "a") as fh:
-      fh.write(f"s{i} {os.getpid()}\n")
-    return {"i": i, "by": os.getpid()}
-  return f
-out = sc.run_stages([sc.Stage(f"grid/s{i}", {"i": i}, fn(i)) for i in range(6)], workdir,
-                    fingerprint=sys.argv[4])
+out = sc.run_stages(logging_stages(6, log, "grid", first), workdir, fingerprint=sys.argv[4])
 print(json.dumps([[r.value["i"], r.value["by"], r.hit] for r in out]))
 """
 
@@ -76,7 +62,7 @@ def test_two_processes_on_one_stage_list_compute_each_stage_once_and_agree(tmp_p
   workdir, log = str(tmp_path), str(tmp_path / "log")
   open(log, "w").close()
   a = _spawn(WORKER, workdir, log, 1, FP)
-  _wait_for(os.path.join(workdir, "holding_s0"), a)   # a holds s0 before b starts
+  _wait_for(log + ".holding", a)   # a holds s0 before b starts
   b = _spawn(WORKER, workdir, log, 0, FP)
   outs = []
   for p in (a, b):

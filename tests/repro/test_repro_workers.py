@@ -23,30 +23,18 @@ def get_config(arg=None):
 '''
 
 SCRIPT = '''
-import json, os, sys, time
+import json, os, sys
 from jaxrl_suite.core import stage_cache
 from jaxrl_suite.repro import entry
+from tests.core.stage_workers import logging_stages
 
 FLAGS = entry.define_flags("toyw", os.environ["TOY_CONFIG"],
                            splits_stages=os.environ.get("TOY_SPLITS") == "1")
 
 def run(e):
-  log = os.path.join(e.workdir, "computed.log")
-  def fn(i):
-    def f():
-      if i == 0 and os.environ.get("TOY_HOLD"):   # hold it until another process computed one
-        deadline = time.time() + 120
-        while time.time() < deadline:
-          if os.path.exists(log) and any(int(l.split()[1]) != os.getpid()
-                                         for l in open(log) if l.strip()):
-            break
-          time.sleep(0.05)
-      with open(log, "a") as fh:
-        fh.write(f"s{i} {os.getpid()}\\n")
-      return {"i": i, "by": os.getpid()}
-    return f
-  out = stage_cache.run_stages([stage_cache.Stage(f"toy/s{i}", {"i": i}, fn(i))
-                                for i in range(e.config.n)], e.workdir, fingerprint="toy")
+  out = stage_cache.run_stages(
+      logging_stages(e.config.n, os.path.join(e.workdir, "computed.log"), "toy",
+                     bool(os.environ.get("TOY_HOLD"))), e.workdir, fingerprint="toy")
   os.makedirs(e.results_dir, exist_ok=True)
   with open(os.path.join(e.results_dir, "toyw.json"), "w") as fh:
     json.dump({"pid": os.getpid(), "values": [r.value for r in out]}, fh)
