@@ -20,9 +20,10 @@ import jax
 from ml_collections import config_flags
 
 from experiments import cli
+from jaxrl_suite.repro import workers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_FLAG_NAMES = ("config", "quick", "workdir", "eval_trace", "reuse_policies")
+_FLAG_NAMES = ("config", "quick", "workdir", "eval_trace", "reuse_policies", "workers")
 
 
 def define_flags(name: str) -> dict[str, Any]:
@@ -39,6 +40,9 @@ def define_flags(name: str) -> dict[str, Any]:
           "eval_trace", None, "evaluate the saved policies (and tuned baselines) on this trace"),
       "reuse_policies": flags.DEFINE_bool(
           "reuse_policies", False, "evaluate the policies saved in --workdir instead of training"),
+      "workers": flags.DEFINE_integer(
+          "workers", 1, "processes sharing the workdir (routing: > 1 trains RL variants side "
+          "by side; jaxrl_suite.repro.workers)"),
   }
 
 
@@ -61,9 +65,18 @@ def enable_compilation_cache() -> None:
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
-def main(name: str, run, fl: dict[str, Any]) -> None:
-  """Body of each script's absl `main`: config from flags, compilation cache, run."""
+def main(name: str, run, fl: dict[str, Any], workdir_of=None) -> None:
+  """Body of each script's absl `main`: config from flags, compilation cache, helpers
+  (--workers, where `workdir_of(config)` names the default workdir: the script shares its
+  stages), run."""
   enable_compilation_cache()
   with cli.user_errors():
-    run(get_config(name, fl), fl["quick"].value, fl["workdir"].value, fl["eval_trace"].value,
-        fl["reuse_policies"].value)
+    c = get_config(name, fl)
+    config_module(name).validate(c)   # before any helper starts
+    workdir = fl["workdir"].value or (workdir_of(c) if workdir_of else None)
+    helpers = workers.start(int(fl["workers"].value), sys.argv, workdir or ".",
+                            splits_stages=workdir_of is not None, results_flag=False)
+    try:
+      run(c, fl["quick"].value, workdir, fl["eval_trace"].value, fl["reuse_policies"].value)
+    finally:
+      workers.stop(helpers, workdir or ".")

@@ -241,7 +241,7 @@ def _claims(c, main, held, table, table_h, base_train, rl_train, rl_sel, sweep, 
 
 def main(argv):
   del argv
-  common.main(NAME, run, FLAGS)
+  common.main(NAME, run, FLAGS, workdir_of=lambda c: f"workdirs/{record_name(c.trace)}")
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ process to take the lock. Nested stages must be taken in one order by every proc
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import hashlib
@@ -50,7 +51,7 @@ import math
 import os
 import re
 import time
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -227,6 +228,25 @@ def _compute(stage: Stage, key: str, fingerprint: str, workdir: str) -> StageRes
   return StageResult(_read(path, stage.name, key)["value"], False, wall, path, key)
 
 
+@contextlib.contextmanager
+def file_lock(path: str, wait: bool = True) -> Iterator[bool]:
+  """An advisory exclusive `flock` on `path` (created if missing) for the `with` block: yields
+  True once held, or False at once when `wait` is False and another process holds it. The
+  kernel releases it when the block ends or the process dies, however it dies. For caches kept
+  outside this module (a study's own files) that processes sharing a workdir must fill once."""
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+  try:
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+      yield False
+      return
+    yield True
+  finally:
+    os.close(fd)   # releases the lock
+
+
 def _attempt(stage: Stage, key: str, fingerprint: str, workdir: str,
              wait: bool) -> StageResult | None:
   """The stored value, or the value computed under the stage's lock; None when another process
@@ -234,19 +254,12 @@ def _attempt(stage: Stage, key: str, fingerprint: str, workdir: str,
   hit = _stored(stage.name, key, workdir)
   if hit is not None:
     return hit
-  lock = _lock_path(stage.name, key, workdir)
-  os.makedirs(os.path.dirname(lock), exist_ok=True)
-  fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
-  try:
-    try:
-      fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-    except BlockingIOError:
+  with file_lock(_lock_path(stage.name, key, workdir), wait) as held:
+    if not held:
       return None
     # Under the lock: the holder before us may have stored it (or died without storing it).
     hit = _stored(stage.name, key, workdir)
     return hit if hit is not None else _compute(stage, key, fingerprint, workdir)
-  finally:
-    os.close(fd)   # releases the lock
 
 
 def run_stages(stages: Sequence[Stage], workdir: str, *, fingerprint: str | None = None,

@@ -2,6 +2,7 @@
 
 import json
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -156,6 +157,25 @@ def test_quick_reproduction_end_to_end(tmp_path, name, monkeypatch):
   trace = os.path.join(ROOT, "jaxrl_suite", "envs", "serving", "data", "azure2023_code_sample.csv")
   exp.run(c, True, str(tmp_path / "wd"), eval_trace=trace)
   assert (tmp_path / "results" / f"{name}_eval.json").exists()
+
+
+@pytest.mark.slow
+def test_routing_with_two_workers_trains_the_variants_side_by_side(tmp_path):
+  """`--workers=2`: a helper process shares the workdir; the tuning is done once (the helper
+  waits for it), each process trains one RL variant, and both evaluate the same policies."""
+  out = tmp_path / "results"
+  env = dict(os.environ, PYTHONPATH=ROOT, JAXRL_RESULTS_DIR=str(out))
+  p = subprocess.run([sys.executable, "-m", "experiments.serving_routing", "--quick",
+                      "--workers=2", f"--workdir={tmp_path / 'wd'}", "--config.n_tune_windows=2"],
+                     cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+  assert p.returncode == 0, (p.stdout[-3000:], p.stderr[-3000:])
+  rec = json.load(open(out / "serving_routing.json"))
+  helped = [s for s in rec["resumed_stages"] if s.endswith("(other process)")]
+  assert len(helped) == 1 and "heuristics" not in rec["resumed_stages"], rec["resumed_stages"]
+  log = open(tmp_path / "wd" / "helpers" / "1.log").read()
+  assert "tuned" in log and "(from the workdir)" in log     # the helper read the tuning back
+  trained = {v for v in ("ppo", "ppo_bc") if f"route train {v} (" in log}   # tqdm's label
+  assert len(trained) == 1 and helped == [f"{trained.pop()} (other process)"], log[-3000:]
 
 
 def test_late_gain_of_a_flat_and_a_rising_curve():

@@ -23,11 +23,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl_suite.core import stage_cache
 from jaxrl_suite.envs.serving import harness, heuristics, protocol, routing
 from jaxrl_suite.train.serving import training
 from jaxrl_suite.train.serving.routing_setup import Setup, checkpoint_steps, env_kwargs
@@ -105,13 +107,15 @@ def heuristic_stage(c, su: Setup, ev, main, others, held, grids, trace_rate, slo
                     dataclasses.asdict(su), eval_trace, training.library_fingerprint()],
                    sort_keys=True, default=str)
   clusters = [main] + others + [held]
-  saved = _read_json(path)
-  resumed = saved is not None and saved.get("key") == key
-  if resumed:
-    n_tune_evals = _restore(c, saved, grids, clusters, main, held)
-  else:
-    n_tune_evals = _compute(c, ev, grids, clusters, main, held, trace_rate, slo, log)
-    _save(path, key, c, grids, clusters, main, held, n_tune_evals)
+  # Under the workdir's lock: a second process on the workdir (--workers) waits, then reads it.
+  with stage_cache.file_lock(os.path.join(workdir, "locks", "heuristics.lock")):
+    saved = _read_json(path)
+    resumed = saved is not None and saved.get("key") == key
+    if resumed:
+      n_tune_evals = _restore(c, saved, grids, clusters, main, held)
+    else:
+      n_tune_evals = _compute(c, ev, grids, clusters, main, held, trace_rate, slo, log)
+      _save(path, key, c, grids, clusters, main, held, n_tune_evals)
   fams = list(grids)
   for cl in clusters:
     cl.scales = {ld: ld * cl.base_scale for ld in c.loads}
@@ -154,7 +158,9 @@ def _learned(c, env, params, seeds, teacher_pp, workdir, reuse, log, su: Setup):
   cached in workdir as soon as it is trained (`policies_<name>.npz`), so an interrupted run
   keeps the variants it finished, and a variant interrupted mid-training resumes after its
   last budget checkpoint (`training_<name>.npz`, train_checkpoints); reused when the variant's
-  run key matches, or always with --reuse_policies / --eval_trace. Returns ({variant: [params
+  run key matches, or always with --reuse_policies / --eval_trace. Each variant is trained
+  under a lock in `workdir/locks/`, so processes sharing the workdir (--workers) train different
+  variants and read each other's. Returns ({variant: [params
   stacked over seeds] per checkpoint}, curves, seconds, BC accuracy, [variants loaded from the
   workdir])."""
   a = c.algos[0]
@@ -166,8 +172,12 @@ def _learned(c, env, params, seeds, teacher_pp, workdir, reuse, log, su: Setup):
   # The teacher (the heuristic stage's pick) enters the BC variant's key by its knobs.
   teacher_key = jax.tree.map(lambda x: np.asarray(x).tolist(),
                              {k: x for k, x in teacher_pp.items() if k != "net"})
-  ck, curves, train_time, bc_acc, loaded = {}, {}, {}, np.zeros(0), []
-  for v in c.variants:
+  ck, curves, train_time, bc_acc, loaded = {}, {}, {}, [np.zeros(0)], []
+  # A policy file written after this point was trained beside this run by another process
+  # sharing the workdir (--workers), not resumed from an earlier run.
+  t_start = time.time()
+
+  def variant(v):
     name = a if v == "scratch" else f"{a}_bc"
     vcfg = acfg.copy_and_resolve_references()
     vcfg.total_timesteps = checkpoint_steps(c, name)[-1]     # budget_scale[v] x the base
@@ -179,15 +189,17 @@ def _learned(c, env, params, seeds, teacher_pp, workdir, reuse, log, su: Setup):
       curves[name] = saved["curves"]
       train_time.update(saved["train_time"])
       if v == "bc":
-        bc_acc = np.asarray(saved["bc_acc"])
-      log(f"{name}: trained policy from {path}")
-      loaded.append(name)
-      continue
+        bc_acc[0] = np.asarray(saved["bc_acc"])
+      here = os.path.getmtime(path) >= t_start
+      log(f"{name}: trained policy from {path}"
+          + (" (trained during this run by another process on the workdir)" if here else ""))
+      loaded.append(f"{name} (other process)" if here else name)
+      return
     init, times = None, {}
     if v == "bc":
-      init, bc_acc, times[f"{name}_cloning"] = training.bc_warm_params(
+      init, bc_acc[0], times[f"{name}_cloning"] = training.bc_warm_params(
           mod, vcfg, env, params, teacher, seeds, c.bc)
-      log(f"behaviour cloning: accuracy {np.round(bc_acc, 3).tolist()}")
+      log(f"behaviour cloning: accuracy {np.round(bc_acc[0], 3).tolist()}")
     partial = os.path.join(workdir, f"training_{name}.npz")   # resume file, per checkpoint
     ck[name], cv, times[name] = training.train_checkpoints(
         mod, vcfg, env, params, seeds, int(c.budget_chunks), f"route train {name}", init,
@@ -196,8 +208,26 @@ def _learned(c, env, params, seeds, teacher_pp, workdir, reuse, log, su: Setup):
     train_time.update(times)
     harness.save_policy(path, {"params": ck[name], "curves": curves[name], "key": run_key,
                                "train_time": times,
-                               "bc_acc": bc_acc if v == "bc" else np.zeros(0)})
+                               "bc_acc": bc_acc[0] if v == "bc" else np.zeros(0)})
     os.remove(partial)
+
+  # Each variant under its lock in the workdir: processes sharing the workdir (--workers) train
+  # different variants, then read each other's saved policies.
+  lock = lambda v: os.path.join(workdir, "locks", f"policies_{v}.lock")
+  busy = []
+  for v in c.variants:
+    with stage_cache.file_lock(lock(v), wait=False) as held:
+      if held:
+        variant(v)
+      else:
+        busy.append(v)
+  for v in busy:
+    log(f"{v}: another process is training it; waiting")
+    with stage_cache.file_lock(lock(v)):
+      variant(v)
+  names = [a if v == "scratch" else f"{a}_bc" for v in c.variants]
+  ck, curves = {n: ck[n] for n in names}, {n: curves[n] for n in names}
+  bc_acc = bc_acc[0]
   return ck, curves, train_time, bc_acc, loaded
 
 
