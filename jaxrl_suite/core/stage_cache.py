@@ -247,40 +247,50 @@ def file_lock(path: str, wait: bool = True) -> Iterator[bool]:
     os.close(fd)   # releases the lock
 
 
-def _attempt(stage: Stage, key: str, fingerprint: str, workdir: str,
-             wait: bool) -> StageResult | None:
-  """The stored value, or the value computed under the stage's lock; None when another process
-  holds the lock and `wait` is False."""
-  hit = _stored(stage.name, key, workdir)
-  if hit is not None:
-    return hit
-  with file_lock(_lock_path(stage.name, key, workdir), wait) as held:
-    if not held:
-      return None
-    # Under the lock: the holder before us may have stored it (or died without storing it).
-    hit = _stored(stage.name, key, workdir)
-    return hit if hit is not None else _compute(stage, key, fingerprint, workdir)
+def each_under_lock(items: Sequence[Any], lock_of: Callable[[Any], str],
+                    fn: Callable[[Any], None],
+                    on_wait: Callable[[Any], None] | None = None) -> None:
+  """fn(item) for every item while holding its `file_lock(lock_of(item))`: first each item no
+  other process holds, then the others, waiting for each (`on_wait(item)` first). So processes
+  walking the same items take different ones; `fn` must skip work a holder before it finished
+  (read its stored result instead)."""
+  busy = []
+  for item in items:
+    with file_lock(lock_of(item), wait=False) as held:
+      if held:
+        fn(item)
+      else:
+        busy.append(item)
+  for item in busy:
+    if on_wait is not None:
+      on_wait(item)
+    with file_lock(lock_of(item)):
+      fn(item)
 
 
 def run_stages(stages: Sequence[Stage], workdir: str, *, fingerprint: str | None = None,
                on_wait: Callable[[Stage], None] | None = None) -> list[StageResult]:
   """Each stage's stored or computed value (`run_stage`), in order, for independent stages.
 
-  First pass: every stage that is stored is read, every stage no other process holds is
-  computed; then the stages other processes held are waited for (`on_wait(stage)` is called
-  before each wait) and read, or computed if their holder died without storing them. So
+  Every stored stage is read; the others are computed under their locks (`each_under_lock`):
+  first those no other process holds, then the rest, waited for (`on_wait(stage)` first, when
+  it is still unstored) and read, or computed if their holder died without storing them. So
   processes that call `run_stages` on the same list and workdir compute each stage once
   between them."""
   fingerprint = process_fingerprint() if fingerprint is None else fingerprint
   keys = [stage_key(s.config, fingerprint) for s in stages]
-  out: list[StageResult | None] = [None] * len(stages)
-  for i, s in enumerate(stages):
-    out[i] = _attempt(s, keys[i], fingerprint, workdir, wait=False)
-  for i, s in enumerate(stages):
-    if out[i] is None:
-      if on_wait is not None and _stored(s.name, keys[i], workdir) is None:
-        on_wait(s)
-      out[i] = _attempt(s, keys[i], fingerprint, workdir, wait=True)
+  out = [_stored(s.name, k, workdir) for s, k in zip(stages, keys)]
+
+  def fill(i):   # under stage i's lock: the holder before us may have stored it
+    out[i] = (_stored(stages[i].name, keys[i], workdir)
+              or _compute(stages[i], keys[i], fingerprint, workdir))
+
+  def waiting(i):
+    if on_wait is not None and _stored(stages[i].name, keys[i], workdir) is None:
+      on_wait(stages[i])
+
+  each_under_lock([i for i, r in enumerate(out) if r is None],
+                  lambda i: _lock_path(stages[i].name, keys[i], workdir), fill, waiting)
   return out
 
 

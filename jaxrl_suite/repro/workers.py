@@ -2,7 +2,7 @@
 
 A script whose stages come in lists of independent ones (`core.stage_cache.run_stages`: seeds'
 warm starts, sweep cells, the variants of a study; or its own files under
-`core.stage_cache.file_lock`, as serving routing's policies) can spread them over processes:
+`core.stage_cache.each_under_lock`, as serving routing's policies) can spread them over processes:
 the run the user started (the main one) starts N-1 helpers, each the same command with
 `--workers=1`, at the main run's priority, writing its throwaway record to
 `<workdir>/helpers/<i>/results` (JAXRL_RESULTS_DIR, and --results_dir where the script has it).

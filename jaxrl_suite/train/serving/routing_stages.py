@@ -213,18 +213,9 @@ def _learned(c, env, params, seeds, teacher_pp, workdir, reuse, log, su: Setup):
 
   # Each variant under its lock in the workdir: processes sharing the workdir (--workers) train
   # different variants, then read each other's saved policies.
-  lock = lambda v: os.path.join(workdir, "locks", f"policies_{v}.lock")
-  busy = []
-  for v in c.variants:
-    with stage_cache.file_lock(lock(v), wait=False) as held:
-      if held:
-        variant(v)
-      else:
-        busy.append(v)
-  for v in busy:
-    log(f"{v}: another process is training it; waiting")
-    with stage_cache.file_lock(lock(v)):
-      variant(v)
+  stage_cache.each_under_lock(
+      c.variants, lambda v: os.path.join(workdir, "locks", f"policies_{v}.lock"), variant,
+      on_wait=lambda v: log(f"{v}: another process is training it; waiting"))
   names = [a if v == "scratch" else f"{a}_bc" for v in c.variants]
   ck, curves = {n: ck[n] for n in names}, {n: curves[n] for n in names}
   bc_acc = bc_acc[0]
