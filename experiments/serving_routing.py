@@ -62,6 +62,11 @@ def record_name(trace: str) -> str:
   return NAME if trace == DEFAULT_TRACE else f"{NAME}_{trace}"
 
 
+def default_workdir(c) -> str:
+  """workdirs/<record name>: one per trace (its tuning and trained policies)."""
+  return f"workdirs/{record_name(c.trace)}"
+
+
 def run(c, quick: bool, workdir: str | None = None, eval_trace: str | None = None,
         reuse: bool = False) -> dict:
   """The reproduction on config `c`: stages 1-4 (`_train`), 5-6 (`_evaluate`), claims, report,
@@ -70,7 +75,7 @@ def run(c, quick: bool, workdir: str | None = None, eval_trace: str | None = Non
   t0 = time.time()
   common.config_module(NAME).validate(c)
   rec = record_name(c.trace)
-  workdir = workdir or f"workdirs/{rec}"      # default: one per trace (its cached policies)
+  workdir = workdir or default_workdir(c)     # default: one per trace (its cached policies)
   os.makedirs(workdir, exist_ok=True)
   train_tr, test_tr = replay.load_traces(c, eval_trace)
   c, su = rsetup.trace_setup(c, train_tr, test_tr)
@@ -241,7 +246,7 @@ def _claims(c, main, held, table, table_h, base_train, rl_train, rl_sel, sweep, 
 
 def main(argv):
   del argv
-  common.main(NAME, run, FLAGS, workdir_of=lambda c: f"workdirs/{record_name(c.trace)}")
+  common.main(NAME, run, FLAGS, workdir_of=default_workdir)
 
 
 if __name__ == "__main__":
