@@ -42,18 +42,23 @@ def direct10():
 
 def _rollout(p, tb, n_env=4, n_steps=6, seed=0):
   agent = A.make_agent(CFG, tb)
+  # A Python loop over jitted calls (eager, every op of the agent and the env is dispatched on
+  # its own: ~25 s a rollout); the records stay per step for the tests to read.
+  reset = jax.jit(jax.vmap(ENV.reset, in_axes=(0, None)))
+  step = jax.jit(jax.vmap(ENV.step, in_axes=(0, 0, 0, None)))
+  act = jax.jit(agent.act)
   key = jax.random.PRNGKey(seed)
-  obs, st = jax.vmap(ENV.reset, in_axes=(0, None))(jax.random.split(key, n_env), p)
-  params = agent.init(key, obs)
+  obs, st = reset(jax.random.split(key, n_env), p)
+  params = jax.jit(agent.init)(key, obs)
   h = agent.initial_carry(n_env)
   h0 = h
   done = jnp.ones(n_env, bool)
   recs = []
   for t in range(n_steps):
-    out = agent.act(params, h, obs, done, jax.random.fold_in(key, t))
+    out = act(params, h, obs, done, jax.random.fold_in(key, t))
     recs.append((out, done))
-    obs, st, _, done, _, _ = jax.vmap(ENV.step, in_axes=(0, 0, 0, None))(
-        jax.random.split(jax.random.fold_in(key, 100 + t), n_env), st, out.action, p)
+    obs, st, _, done, _, _ = step(jax.random.split(jax.random.fold_in(key, 100 + t), n_env), st,
+                                  out.action, p)
     h = out.carry
   return agent, params, h0, recs
 
@@ -119,7 +124,7 @@ def test_residual_switch_off_gives_w_no_gradient(direct10):
                      action=None, log_prob=None, value=None, reward=None, final_obs=None,
                      terminated=None, done=None, done_prev=jnp.stack([d for _, d in recs]),
                      mask=None, weight=None, label=None, carry=(), logs={}, episode_sums={})
-    g = jax.grad(lambda pr: agent.evaluate(pr, h0, seq).log_prob.sum())(params)
+    g = jax.jit(jax.grad(lambda pr: agent.evaluate(pr, h0, seq).log_prob.sum()))(params)
     assert (float(g["params"]["w_resid"]) == 0.0) == zero
 
 
@@ -185,24 +190,27 @@ def test_residual_never_prefers_a_route_through_a_known_failure(direct10):
   (NOOP at -R, as the replanner's first command)."""
   p = direct10.replace(stab=None)   # the residual logic, on the constant-GM heel model
   tb = A.make_tables(p, resid=True, api=ENV.agent_api)
-  obs, _ = ENV.reset(jax.random.PRNGKey(0), p)
-  pre = A.observe(tb, obs)
+  obs, _ = jax.jit(ENV.reset)(jax.random.PRNGKey(0), p)
+  pre = jax.jit(lambda o: A.observe(tb, o))(obs)
   K = p.route_mask.shape[0]
   pump0 = np.asarray(p.route_pump) == 0
   taken = jnp.ones(K, bool)
   M = min(CFG.slots, K)
   h = pre.q
-  hd = A.head_feats(tb, pre, 0, taken, h, h, h, M)
+  # jitted per pump (eager, every op is dispatched on its own)
+  head_feats = jax.jit(lambda pre_, pump: A.head_feats(tb, pre_, pump, taken, h, h, h, M),
+                       static_argnums=1)
+  hd = head_feats(pre, 0)
   assert bool(hd.slot_mask[:-1].any())                            # pump 0 has candidates
   assert float(hd.resid[-1]) == -A.R_CLIP and float(hd.resid[:-1].max()) == 0.0
   fail = pre._replace(score=jnp.where(pump0, pre.score + 2 * tb.bp.w_fail, pre.score))
-  hd1 = A.head_feats(tb, fail, 1, taken, h, h, h, M)
+  hd1 = head_feats(fail, 1)
   assert float(hd1.resid[:-1].max()) == 0.0                       # pump 1 still works
-  hd0 = A.head_feats(tb, fail, 0, taken, h, h, h, M)
+  hd0 = head_feats(fail, 0)
   assert float(hd0.resid[-1]) == 0.0
   assert bool((hd0.resid[:-1] == -A.R_CLIP).all())
   dead = pre._replace(score=pre.score + 2 * tb.bp.w_fail)          # nothing works anywhere
-  assert float(A.head_feats(tb, dead, 0, taken, h, h, h, M).resid[-1]) == -A.R_CLIP
+  assert float(head_feats(dead, 0).resid[-1]) == -A.R_CLIP
 
 
 def test_family_layouts_are_disjoint_deterministic_and_fix_the_pump_mix():

@@ -12,6 +12,7 @@ from jaxrl_suite.lm import compaction as comp
 from jaxrl_suite.lm import model as lm_model
 from jaxrl_suite.lm import token_ppo
 from jaxrl_suite.lm import value as lm_value
+from tests.lm import jitted
 
 ENV = sl.StreamLedger(max_events=16, max_events_per_obs=4)
 P = ENV.default_params.replace(num_events=8, max_steps_in_episode=64)
@@ -27,7 +28,7 @@ def test_critic_loss_falls_during_warmup_and_policy_is_frozen():
   vcfg = lm_value.ValueConfig("shared")
   rcfg = comp.rollout_config("compaction", ENV, P.replace(num_events=8), 52)
   init, step = comp.make_mixed_train_step(CFG, vcfg, pcfg, ENV, P, rcfg, 4, (4, 8))
-  params = lm_model.init_params(CFG, jax.random.PRNGKey(0))
+  params = jitted.init_params(CFG, jax.random.PRNGKey(0))
   vparams = lm_value.init_value_params(vcfg, CFG, jax.random.PRNGKey(1))
   # A value head that starts 1.0 off every target (returns are in [0, 1.25]): the loss starts
   # near 4 and can only fall by fitting the warm start's returns.

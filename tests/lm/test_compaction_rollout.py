@@ -12,6 +12,7 @@ from jaxrl_suite.lm import model as lm_model
 from jaxrl_suite.lm import rollout as lm_rollout
 from jaxrl_suite.lm import token_ppo
 from jaxrl_suite.lm import value as lm_value
+from tests.lm import jitted
 
 ENV = sl.StreamLedger(max_events=32, max_events_per_obs=4)
 P = ENV.default_params.replace(num_events=16, max_steps_in_episode=64)
@@ -21,7 +22,7 @@ CFG = lm_model.LMConfig("t", vocab_size=sl.V.size, d_model=16, num_layers=1, num
 
 @pytest.fixture(scope="module")
 def policy():
-  return lm_model.init_params(CFG, jax.random.PRNGKey(0))
+  return jitted.init_params(CFG, jax.random.PRNGKey(0))
 
 
 def _rollout(params, harness, n=4, key=1):
@@ -128,7 +129,7 @@ def test_corpus_rows_follow_the_rollout_layout_and_mix():
 
 def test_agent_rollout_triggers_compaction_on_compact_action():
   """A policy that always answers <compact> first compacts every turn (until the window guard)."""
-  p = lm_model.init_params(CFG, jax.random.PRNGKey(3))
+  p = jitted.init_params(CFG, jax.random.PRNGKey(3))
   head = p["head"]
   bias = jnp.zeros_like(head["bias"]).at[comp.COMPACT].set(50.0)
   p = {**p, "head": {**head, "bias": bias, "kernel": jnp.zeros_like(head["kernel"])}}
@@ -167,7 +168,7 @@ def test_frozen_summariser_samples_with_the_warm_start_not_the_policy(policy):
   """The summaries of a frozen summariser come from `summary_params`: the log-probability
   recorded for each summary token equals the warm start's teacher-forced one and not the
   policy's (the defect of issue 36: the policy wrote them, so they drifted during RL)."""
-  warm = lm_model.init_params(CFG, jax.random.PRNGKey(5))
+  warm = jitted.init_params(CFG, jax.random.PRNGKey(5))
   rcfg = comp.rollout_config("frozen", ENV, P, 64)
   ro = jax.jit(lambda k: lm_rollout.multi_turn_rollout(
       CFG, policy, ENV, P, k, 4, rcfg, summary_params=warm))(jax.random.PRNGKey(1))

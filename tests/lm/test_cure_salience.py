@@ -2,6 +2,8 @@
 (the scene's true fact masks), it matches a pure-Python reference, and a trained extractor beats
 chance on held-out scenes."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,6 +19,9 @@ V = tokenizer.V2
 P = sc.SceneCapParams()
 
 
+# The helpers below run through jit: called eagerly, every op of a vmapped scene sampler or a
+# transformer is dispatched (and compiled) on its own, which made this file ~1 CPU-min.
+@functools.partial(jax.jit, static_argnums=(0, 1))
 def _batch(n=24, seed=5):
   keys = jax.random.split(jax.random.PRNGKey(seed), n)
   scenes = jax.vmap(lambda k: ENV.sample_scene(k, P))(keys)
@@ -33,9 +38,9 @@ def _untrained():
   ecfg = rmod.extractor_config(ENV, 16, 1, 2)
   # Weights scaled up so the argmax decisions vary from input to input (at init the logits are
   # nearly equal and one class wins everywhere).
-  big = lambda t: jax.tree.map(lambda w: 4.0 * w, t)
-  return ((vcfg, big(lm_model.init_params(vcfg, jax.random.PRNGKey(1)))),
-          (ecfg, big(lm_model.init_params(ecfg, jax.random.PRNGKey(4)))))
+  init = lambda cfg, seed: jax.jit(lambda k: jax.tree.map(
+      lambda w: 4.0 * w, lm_model.init_params(cfg, k)))(jax.random.PRNGKey(seed))
+  return (vcfg, init(vcfg, 1)), (ecfg, init(ecfg, 4))
 
 
 def test_extractor_inputs_and_targets():
@@ -63,8 +68,8 @@ def test_claim_reward_cannot_read_the_true_salient_mask(monkeypatch):
   xs, caps = _batch()
   claim = rmod.make_reward("claim_f1", ENV, verifier=verifier, extractor=extractor)
   exact = rmod.make_reward("exact_f1", ENV)
-  before = np.asarray(jax.vmap(claim)(xs, caps))
-  ex_before = np.asarray(jax.vmap(exact)(xs, caps))
+  before = np.asarray(jax.jit(jax.vmap(claim))(xs, caps))
+  ex_before = np.asarray(jax.jit(jax.vmap(exact))(xs, caps))
   assert np.unique(before).size > 1   # the reward is not a constant (the test could fail)
 
   real = sc.SceneCap.fact_masks
@@ -76,18 +81,18 @@ def test_claim_reward_cannot_read_the_true_salient_mask(monkeypatch):
 
   monkeypatch.setattr(sc.SceneCap, "fact_masks", scrambled)
   claim2 = rmod.make_reward("claim_f1", ENV, verifier=verifier, extractor=extractor)
-  after = np.asarray(jax.vmap(claim2)(xs, caps))
-  ex_after = np.asarray(jax.vmap(rmod.make_reward("exact_f1", ENV))(xs, caps))
+  after = np.asarray(jax.jit(jax.vmap(claim2))(xs, caps))
+  ex_after = np.asarray(jax.jit(jax.vmap(rmod.make_reward("exact_f1", ENV)))(xs, caps))
   np.testing.assert_array_equal(after, before)
   assert not np.allclose(ex_after, ex_before)
 
 
-def _ref_claim_f1(x, cap, verifier, extractor):
-  """Pure-Python float64 reference of the learned claim reward from the two models' outputs."""
-  s = ENV.unpack(x)
-  prompt = ENV.render(s)
-  pred = np.asarray(jnp.argmax(rmod.extractor_logits(
-      ENV, *extractor, rmod.extractor_inputs(ENV, prompt)), -1)).reshape(ENV.E, ENV.F)
+def _ref_claim_f1(x, cap, models):
+  """Pure-Python float64 reference of the learned claim reward from the two models' outputs
+  (`models`: `_model_calls`)."""
+  prompt, extractor_logits, verifier_score = models
+  prompt = prompt(x)
+  pred = np.asarray(jnp.argmax(extractor_logits(prompt), -1)).reshape(ENV.E, ENV.F)
   ids = list(np.asarray(cap))
   end = ids.index(tokenizer.EOS) if tokenizer.EOS in ids else len(ids)
   n = -(-end // 6)
@@ -102,8 +107,7 @@ def _ref_claim_f1(x, cap, verifier, extractor):
     if not all(0 <= v < m for v, m in zip(vals, sz + [ENV.F])) or tuple(vals) in seen:
       continue
     seen.add(tuple(vals))
-    inp = rmod.verifier_inputs(ENV, prompt, jnp.array([vals], jnp.int32))
-    if float(rmod.score(*verifier, inp)[0]) > 0:
+    if float(verifier_score(prompt, jnp.array([vals], jnp.int32))[0]) > 0:
       tp += 1
       tps += int(pred[vals[0], vals[4]] == vals[3])
   n = min(n, ENV.K)
@@ -112,12 +116,22 @@ def _ref_claim_f1(x, cap, verifier, extractor):
   return 0.0 if p + r == 0 else 2 * p * r / (p + r)
 
 
+def _model_calls(verifier, extractor):
+  """The reference's three calls into the library, each jitted once: scene vector -> prompt,
+  prompt -> extractor logits [E*F, A+1], (prompt, claim fields [1, 5]) -> verifier score [1]."""
+  return (jax.jit(lambda x: ENV.render(ENV.unpack(x))),
+          jax.jit(lambda pr: rmod.extractor_logits(ENV, *extractor,
+                                                   rmod.extractor_inputs(ENV, pr))),
+          jax.jit(lambda pr, f: rmod.score(*verifier, rmod.verifier_inputs(ENV, pr, f))))
+
+
 def test_claim_reward_matches_reference():
   verifier, extractor = _untrained()
   xs, caps = _batch(8, seed=11)
-  got = np.asarray(jax.vmap(rmod.make_reward("claim_f1", ENV, verifier=verifier,
-                                             extractor=extractor))(xs, caps))
-  want = [_ref_claim_f1(xs[i], caps[i], verifier, extractor) for i in range(xs.shape[0])]
+  got = np.asarray(jax.jit(jax.vmap(rmod.make_reward("claim_f1", ENV, verifier=verifier,
+                                                     extractor=extractor)))(xs, caps))
+  models = _model_calls(verifier, extractor)
+  want = [_ref_claim_f1(xs[i], caps[i], models) for i in range(xs.shape[0])]
   np.testing.assert_allclose(got, want, atol=1e-6)
 
 

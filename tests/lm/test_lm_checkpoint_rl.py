@@ -18,6 +18,7 @@ from safetensors.numpy import save_file
 
 from jaxrl_suite.lm import direct_opd, grpo, hf_checkpoint, hf_tokenizer, llama, sampling, tasks
 from jaxrl_suite.lm import model as lm_model
+from tests.lm import jitted
 from test_llama_reference import TINY, hf_tensors, ref_logits, write_tiny
 
 # A larger Llama-style student (more layers, wider, GQA 4:2, head_dim 10) for the transfer.
@@ -226,7 +227,7 @@ def test_multi_turn_rollout_and_token_ppo_run_a_qwen3_model():
   cfg = llama.LlamaConfig(name="qwen3_v2", vocab_size=96, tokenizer_version=2, d_model=32,
                           num_heads=4, num_kv_heads=2, head_dim=8, d_ff=64, max_len=128,
                           qk_norm=True)
-  params = lm_model.init_params(cfg, jax.random.PRNGKey(0))
+  params = jitted.init_params(cfg, jax.random.PRNGKey(0))
   runs = [jax.jit(lambda p, k, rc=rollout.RolloutConfig(num_turns=3, window=64, recompute=r):
                   rollout.multi_turn_rollout(cfg, p, env, env.default_params, k, 4, rc))(
                       params, jax.random.PRNGKey(1)) for r in (False, True)]

@@ -13,6 +13,7 @@ from jaxrl_suite.lm import pretrain as lm_pretrain
 from jaxrl_suite.lm import sampling
 from jaxrl_suite.lm import tasks as lm_tasks
 from jaxrl_suite.envs.text import tokenizer as tk
+from tests.lm import jitted
 
 TINY = lm_model.LMConfig("tiny", d_model=16, num_layers=2, num_heads=2, d_ff=32, max_len=24)
 
@@ -96,7 +97,7 @@ def test_lm_family_sizes():
 
 
 def test_lm_kv_cache_matches_full_forward():
-  params = lm_model.init_params(TINY, jax.random.PRNGKey(1))
+  params = jitted.init_params(TINY, jax.random.PRNGKey(1))
   toks = jax.random.randint(jax.random.PRNGKey(2), (3, 12), 0, tk.VOCAB_SIZE)
   full, _ = lm_model.DecoderLM(TINY).apply({"params": params}, toks)
   stepper = sampling.lm_stepper(TINY, params)
@@ -109,7 +110,7 @@ def test_lm_kv_cache_matches_full_forward():
 
 
 def test_lm_model_is_causal():
-  params = lm_model.init_params(TINY, jax.random.PRNGKey(1))
+  params = jitted.init_params(TINY, jax.random.PRNGKey(1))
   toks = jax.random.randint(jax.random.PRNGKey(2), (2, 10), 0, tk.VOCAB_SIZE)
   a, _ = lm_model.DecoderLM(TINY).apply({"params": params}, toks)
   b, _ = lm_model.DecoderLM(TINY).apply({"params": params}, toks.at[:, 7].set(3))
@@ -131,7 +132,7 @@ def test_lm_filter_logits_top_k_top_p():
 
 
 def test_lm_sampling_respects_top_k_top_p_and_eos():
-  params = lm_model.init_params(TINY, jax.random.PRNGKey(4))
+  params = jitted.init_params(TINY, jax.random.PRNGKey(4))
   prompts = jnp.full((64, 4), tk.BOS, jnp.int32)
   st = sampling.lm_stepper(TINY, params)
   s = jax.jit(lambda k: sampling.sample(st, prompts, k, 12, top_k=3))(jax.random.PRNGKey(0))
@@ -159,10 +160,10 @@ def test_lm_sampling_respects_top_k_top_p_and_eos():
 
 # ---- checkpoints ---------------------------------------------------------------------------------
 def test_lm_checkpoint_restores_bit_exactly(tmp_path):
-  params = lm_model.init_params(TINY, jax.random.PRNGKey(7))
+  params = jitted.init_params(TINY, jax.random.PRNGKey(7))
   path = os.path.join(tmp_path, "ckpt")
   lm_pretrain.save_params(path, params)
-  like = lm_model.init_params(TINY, jax.random.PRNGKey(8))
+  like = jitted.init_params(TINY, jax.random.PRNGKey(8))
   restored = lm_pretrain.load_params(path, like)
   for a, b in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(restored)):
     assert a.dtype == b.dtype
@@ -172,7 +173,7 @@ def test_lm_checkpoint_restores_bit_exactly(tmp_path):
 def test_lm_cached_params_train_once_per_key(tmp_path):
   """cached_params: a stage of core.stage_cache; the rerun reads the params (jax arrays, same
   structure, dtypes and values) and the info its first run measured; another key trains."""
-  params = lm_model.init_params(TINY, jax.random.PRNGKey(7))
+  params = jitted.init_params(TINY, jax.random.PRNGKey(7))
   calls = []
 
   def make():

@@ -11,6 +11,7 @@ from jaxrl_suite.lm import model as lm_model
 from jaxrl_suite.lm import sampling
 from jaxrl_suite.lm import tasks as lm_tasks
 from jaxrl_suite.envs.text import tokenizer as tk
+from tests.lm import jitted
 
 TINY = lm_model.LMConfig("tiny", d_model=16, num_layers=2, num_heads=2, d_ff=32, max_len=24)
 TINY_BIG = lm_model.LMConfig("tiny_big", d_model=24, num_layers=2, num_heads=2, d_ff=48,
@@ -18,7 +19,7 @@ TINY_BIG = lm_model.LMConfig("tiny_big", d_model=24, num_layers=2, num_heads=2, 
 
 
 def _params(cfg, seed):
-  return lm_model.init_params(cfg, jax.random.PRNGKey(seed))
+  return jitted.init_params(cfg, jax.random.PRNGKey(seed))
 
 
 def test_lm_delta_decode_beta1_on_reference_reproduces_rl_logprobs():

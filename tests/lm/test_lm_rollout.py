@@ -12,6 +12,7 @@ from jaxrl_suite.lm import model as lm_model
 from jaxrl_suite.lm import rollout as R
 from jaxrl_suite.lm import sampling
 from jaxrl_suite.envs.text import tokenizer as tk
+from tests.lm import jitted
 
 CFG = lm_model.LMConfig("ro_tiny", d_model=16, num_layers=1, num_heads=2, d_ff=32, max_len=48,
                         vocab_size=tk.V2.size, tokenizer_version=2)
@@ -20,7 +21,7 @@ EP = ENV.default_params
 
 
 def _params(seed=0):
-  p = lm_model.init_params(CFG, jax.random.PRNGKey(seed))
+  p = jitted.init_params(CFG, jax.random.PRNGKey(seed))
   # Sharpen the head so <eoa> and digits are sampled sometimes (varied action lengths and valid
   # answers, not only invalid 2-token actions).
   bias = p["head"]["bias"].at[ENV.eoa_id].add(2.5).at[tk.DIGIT0:tk.DIGIT0 + 10].add(2.0)
@@ -195,14 +196,14 @@ def test_lm_rollout_length_overflow_raises_at_trace_time():
                          R.RolloutConfig(num_turns=8, window=20, overflow=R.Compaction()))
   v1 = lm_model.LMConfig("v1", d_model=16, num_layers=1, num_heads=2, d_ff=32, max_len=48)
   with pytest.raises(ValueError, match="tokenizer"):
-    R.multi_turn_rollout(v1, lm_model.init_params(v1, jax.random.PRNGKey(0)), ENV, EP,
+    R.multi_turn_rollout(v1, jitted.init_params(v1, jax.random.PRNGKey(0)), ENV, EP,
                          jax.random.PRNGKey(0), 2, CASES["fits"])
 
 
 def test_lm_sampling_overflow_raises_at_trace_time():
   """Issue 14 item 4: prompt + response past max_len used to give NaN log-probs silently."""
   cfg = lm_model.LMConfig("t", d_model=16, num_layers=1, num_heads=2, d_ff=32, max_len=8)
-  params = lm_model.init_params(cfg, jax.random.PRNGKey(0))
+  params = jitted.init_params(cfg, jax.random.PRNGKey(0))
   st = sampling.lm_stepper(cfg, params)
   prompts = jnp.ones((2, 5), jnp.int32)
   with pytest.raises(ValueError, match="exceeds the model's max_len=8"):
@@ -224,7 +225,7 @@ def test_lm_model_per_sequence_positions_and_key_mask():
   a key mask hides left padding exactly."""
   cfg = lm_model.LMConfig("t", d_model=16, num_layers=2, num_heads=2, d_ff=32, max_len=12,
                           vocab_size=tk.V2.size, tokenizer_version=2)
-  params = lm_model.init_params(cfg, jax.random.PRNGKey(0))
+  params = jitted.init_params(cfg, jax.random.PRNGKey(0))
   m = lm_model.DecoderLM(cfg)
   seqs = jax.random.randint(jax.random.PRNGKey(1), (2, 10), 0, tk.V2.size)
   full = [m.apply({"params": params}, seqs[i:i + 1])[0][0] for i in range(2)]
@@ -258,7 +259,7 @@ def test_lm_cached_logits_equal_full_pass_at_ragged_positions():
   stale slot) changes a later logit and fails here."""
   cfg = lm_model.LMConfig("t", d_model=16, num_layers=2, num_heads=2, d_ff=32, max_len=20,
                           vocab_size=tk.V2.size, tokenizer_version=2)
-  params = lm_model.init_params(cfg, jax.random.PRNGKey(0))
+  params = jitted.init_params(cfg, jax.random.PRNGKey(0))
   m = lm_model.DecoderLM(cfg)
   seqs = jax.random.randint(jax.random.PRNGKey(1), (3, 20), 0, tk.V2.size)
   full = m.apply({"params": params}, seqs)[0]                                 # [3, 20, V]

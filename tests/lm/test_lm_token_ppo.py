@@ -16,6 +16,7 @@ from jaxrl_suite.lm import rollout as R
 from jaxrl_suite.lm import token_ppo as P
 from jaxrl_suite.envs.text import tokenizer as tk
 from jaxrl_suite.lm import value as V
+from tests.lm import jitted
 
 CFG = lm_model.LMConfig("ppo_tiny", d_model=16, num_layers=1, num_heads=2, d_ff=32, max_len=16,
                         vocab_size=tk.V2.size, tokenizer_version=2)
@@ -159,12 +160,12 @@ def test_lm_observed_and_copied_tokens_get_exactly_zero_gradient(norm):
     assert np.all(np.asarray(g)[~tr] == 0.0)
     assert np.any(np.asarray(g)[tr] != 0.0)
   # end to end through the model: changing advantages/targets on masked slots changes nothing
-  params = lm_model.init_params(CFG, jax.random.PRNGKey(0))
+  params = jitted.init_params(CFG, jax.random.PRNGKey(0))
   vcfg = V.ValueConfig("shared")
-  vp = V.init_value_params(vcfg, CFG, jax.random.PRNGKey(1))
+  vp = jax.jit(V.init_value_params, static_argnums=(0, 1))(vcfg, CFG, jax.random.PRNGKey(1))
   vp = jax.tree.map(lambda z: z + 0.1, vp)
-  loss = lambda bt: jax.grad(lambda p, q: P.ppo_token_loss(CFG, vcfg, pcfg, p, q, bt)[0],
-                             argnums=(0, 1))(params, vp)
+  loss = jax.jit(lambda bt: jax.grad(lambda p, q: P.ppo_token_loss(CFG, vcfg, pcfg, p, q, bt)[0],
+                                     argnums=(0, 1))(params, vp))
   b2 = batch._replace(advantages=jnp.where(ro.trainable, batch.advantages, 1e3),
                       targets=jnp.where(ro.trainable, batch.targets, -1e3))
   for g1, g2 in zip(jax.tree.leaves(loss(batch)), jax.tree.leaves(loss(b2))):
@@ -176,7 +177,9 @@ def test_lm_token_ppo_one_epoch_no_clip_equals_policy_gradient():
   -(1/N) sum_n A_n grad log pi(u_n); one update with 1 epoch / 1 minibatch applies exactly the
   optimiser step of that gradient."""
   ro = fake_rollout(11, b=4)
-  params = lm_model.init_params(CFG, jax.random.PRNGKey(2))
+  # Every model call below is jitted: eager, each op of the model (and of its backward pass) is
+  # dispatched on its own (~30 s for this test).
+  params = jitted.init_params(CFG, jax.random.PRNGKey(2))
   vcfg = V.ValueConfig("none")
   tok = ro.tokens.reshape(-1, ro.tokens.shape[-1])
   m = lm_model.DecoderLM(CFG)
@@ -186,14 +189,15 @@ def test_lm_token_ppo_one_epoch_no_clip_equals_policy_gradient():
     lp = jnp.take_along_axis(jax.nn.log_softmax(logits), tok[:, 1:, None], -1)[..., 0]
     return jnp.pad(lp, ((0, 0), (1, 0))).reshape(ro.tokens.shape)
 
-  old = jax.lax.stop_gradient(logp_fn(params))
+  old = jax.jit(logp_fn)(params)
   rng = np.random.default_rng(0)
   adv = jnp.where(ro.trainable, jnp.asarray(rng.normal(size=ro.tokens.shape), jnp.float32), 0)
   n = ro.trainable.sum()
-  pg = jax.grad(lambda p: -(jnp.where(ro.trainable, logp_fn(p) * adv, 0)).sum() / n)(params)
+  pg = jax.jit(jax.grad(lambda p: -(jnp.where(ro.trainable, logp_fn(p) * adv, 0)).sum() / n))(
+      params)
   pcfg = P.TokenPPOConfig(epochs=1, num_minibatches=1, clip_eps=1e6, vf_coef=0.0, lr=1e-2)
   batch = P.Batch(ro.tokens, ro.trainable, old, old, adv, jnp.zeros_like(adv), jnp.zeros_like(adv))
-  g = jax.grad(lambda p: P.ppo_token_loss(CFG, vcfg, pcfg, p, {}, batch)[0])(params)
+  g = jax.jit(jax.grad(lambda p: P.ppo_token_loss(CFG, vcfg, pcfg, p, {}, batch)[0]))(params)
   for a_, b_ in zip(jax.tree.leaves(g), jax.tree.leaves(pg)):
     np.testing.assert_allclose(np.asarray(a_), np.asarray(b_), rtol=1e-4, atol=1e-7)
   # the learner's update with these advantages = one optimiser step on pg
@@ -203,12 +207,12 @@ def test_lm_token_ppo_one_epoch_no_clip_equals_policy_gradient():
   try:
     init, update = P.make_learner(CFG, vcfg, pcfg)
     st0 = init(params, {}, params)
-    st1, _ = update(st0, ro, jax.random.PRNGKey(0))
+    st1, _ = jax.jit(update)(st0, ro, jax.random.PRNGKey(0))  # traced here, under the patch
   finally:
     tp.token_advantages = orig
   opt = optax.chain(optax.clip_by_global_norm(pcfg.max_grad_norm), optax.adam(pcfg.lr))
-  upd, _ = opt.update(pg, opt.init(params), params)
-  want = optax.apply_updates(params, upd)
+  want = jax.jit(lambda g_, p_: optax.apply_updates(p_, opt.update(g_, opt.init(p_), p_)[0]))(
+      pg, params)
   # Adam's first step is lr * g / (|g| + eps): compare where |g| is far above rounding noise.
   for a_, b_, g_ in zip(jax.tree.leaves(st1.params), jax.tree.leaves(want), jax.tree.leaves(pg)):
     big = np.abs(np.asarray(g_)) > 1e-4 * np.abs(np.asarray(g_)).max()
@@ -245,7 +249,7 @@ def test_lm_token_norm_is_invariant_to_resegmentation_segment_norm_is_not(seed):
 def test_lm_critic_warmup_moves_only_the_value_parameters():
   ro = fake_rollout(13, b=4)
   ro = ro._replace(rewards=jnp.ones_like(ro.rewards))
-  params = lm_model.init_params(CFG, jax.random.PRNGKey(3))
+  params = jitted.init_params(CFG, jax.random.PRNGKey(3))
   for kind in ("shared", "separate"):
     vcfg = V.ValueConfig(kind, critic=CFG if kind == "separate" else None)
     vp = V.init_value_params(vcfg, CFG, jax.random.PRNGKey(4))
@@ -265,7 +269,7 @@ def test_lm_critic_warmup_moves_only_the_value_parameters():
 @pytest.mark.slow   # 16 CPU-s; tests/core/test_core_checkpoint.py covers orbax round trips
 def test_lm_checkpoint_restores_train_state_bit_exactly(tmp_path):
   ro = fake_rollout(17, b=4)
-  params = lm_model.init_params(CFG, jax.random.PRNGKey(5))
+  params = jitted.init_params(CFG, jax.random.PRNGKey(5))
   vcfg = V.ValueConfig("shared")
   init, update = P.make_learner(CFG, vcfg, P.TokenPPOConfig(num_minibatches=2))
   upd = jax.jit(update)
@@ -306,7 +310,7 @@ def test_lm_advantage_fn_hook_with_the_default_estimator_is_bit_identical():
   ro = fake_rollout(23, b=4)
   ro = ro._replace(rewards=jnp.asarray(np.random.default_rng(1).normal(size=ro.rewards.shape),
                                        jnp.float32))
-  params = lm_model.init_params(CFG, jax.random.PRNGKey(7))
+  params = jitted.init_params(CFG, jax.random.PRNGKey(7))
   vcfg = V.ValueConfig("shared")
   vp = V.init_value_params(vcfg, CFG, jax.random.PRNGKey(8))
   pcfg = P.TokenPPOConfig(num_minibatches=2, lr=1e-2, normalize_advantages=True)

@@ -12,6 +12,7 @@ from jaxrl_suite.lm import model as lm_model
 from jaxrl_suite.lm import rollout as lm_rollout
 from jaxrl_suite.lm import stapo
 from jaxrl_suite.lm import token_ppo
+from tests.lm import jitted
 
 ENV, P = gh.make_goal_house(num_rooms=3, num_receptacles=4, num_objects=4, max_steps=6)
 CFG = lm_model.FAMILY_V2["xs"]
@@ -22,7 +23,7 @@ PCFG = token_ppo.TokenPPOConfig(epochs=1, num_minibatches=1, group_size=4, lr=1e
 
 @pytest.fixture(scope="module")
 def ro():
-  params = lm_model.init_params(CFG, jax.random.PRNGKey(0))
+  params = jitted.init_params(CFG, jax.random.PRNGKey(0))
   r = jax.jit(lambda k: lm_rollout.multi_turn_rollout(CFG, params, ENV, P, k, 8, RCFG,
                                                       group_size=4))(jax.random.PRNGKey(1))
   # give some trajectories a return so that group advantages are non-trivial
@@ -71,7 +72,7 @@ def test_token_mask_narrows_the_trainable_tokens(ro):
 def test_every_method_runs_in_one_vmapped_program():
   mcfg = stapo.MethodConfig(group_size=4)
   init, step = stapo.make_train_step(CFG, ENV, P, RCFG, 8, mcfg, PCFG)
-  params = lm_model.init_params(CFG, jax.random.PRNGKey(0))
+  params = jitted.init_params(CFG, jax.random.PRNGKey(0))
   ids = jnp.arange(len(stapo.METHODS))
   carry = jax.vmap(init, in_axes=(None, 0))(params, ids)
   keys = jnp.broadcast_to(jax.random.PRNGKey(5), (len(ids), 2))  # same rollout for every method

@@ -8,8 +8,8 @@ import jax
 import numpy as np
 
 from configs import stapo as stapo_config
-from jaxrl_suite.lm import model as lm_model
 from jaxrl_suite.lm import stapo_study
+from tests.lm import jitted
 
 
 class _Flat:
@@ -26,7 +26,7 @@ def _tiny():
   c.group_size, c.train_envs, c.val_envs, c.eval_envs = 2, 4, 4, 4
   c.first_budget, c.max_budget, c.chunk = 1, 2, 1
   env, p, cfg, rcfg = stapo_study.setup(c)
-  params = lm_model.init_params(cfg, jax.random.PRNGKey(0))
+  params = jitted.init_params(cfg, jax.random.PRNGKey(0))
   return c, stapo_study.Programs(c, env, p, cfg, rcfg), params
 
 

@@ -35,7 +35,8 @@ def test_t_quantile_matches_scipy(df):
   assert abs(float(I.t_quantile_975(jnp.asarray(float(df)))) - stats.t.ppf(0.975, df)) < tol
 
 
-@given(st.integers(2, 200), st.floats(0.1, 10.0))
+# n from a few sizes, not a range: each new length is a new compile (~0.4 s each, 60 of them).
+@given(st.sampled_from([2, 3, 8, 41, 200]), st.floats(0.1, 10.0))
 @settings(max_examples=30, deadline=None)
 def test_influence_df_known_answers(n, scale):
   """Equal |psi - mean| on every sample: df = n. One spike among N: the float64 closed form
