@@ -49,6 +49,7 @@ def test_copied_summary_tokens_get_zero_gradient(policy):
                             jnp.zeros_like(adv_), jnp.zeros_like(adv_))
     return jax.grad(lambda p: token_ppo.ppo_token_loss(CFG, vcfg, pcfg, p, {}, batch)[0])(policy)
 
+  grads = jax.jit(grads)  # one compile for the three calls (eager: every op on its own)
   g0 = grads(adv)
   # Arbitrary advantages on every non-trainable slot (copied summaries, observations) change
   # nothing: their per-token terms carry zero weight.
@@ -216,8 +217,8 @@ def test_mixed_train_step_mixes_horizons_and_freezes_the_summariser(policy):
   pcfg = token_ppo.TokenPPOConfig(epochs=1, num_minibatches=1)
   rcfg = comp.rollout_config("frozen", ENV, P, 64)
   init, step = comp.make_mixed_train_step(CFG, vcfg, pcfg, ENV, P, rcfg, 4, (8, 16))
-  vp = lm_value.init_value_params(vcfg, CFG, jax.random.PRNGKey(2))
-  (st, i), m = jax.jit(step)(init(policy, vp, policy), jax.random.PRNGKey(0))
+  vp = jax.jit(lm_value.init_value_params, static_argnums=(0, 1))(vcfg, CFG, jax.random.PRNGKey(2))
+  (st, i), m = jax.jit(step)(jax.jit(init)(policy, vp, policy), jax.random.PRNGKey(0))
   assert int(i) == 1
   for h in (8, 16):
     assert np.isfinite(float(m[f"return_H{h}"])) and float(m[f"windows_H{h}"]) >= 1.0
