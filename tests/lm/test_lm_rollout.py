@@ -33,6 +33,14 @@ def reference_rollout(params, key, num_envs, rcfg, group_size=1):
   w, a = rcfg.window, ENV.max_action_len
   model = lm_model.DecoderLM(CFG)
   full = jax.jit(lambda toks: model.apply({"params": params}, toks)[0][0])
+
+  @jax.jit  # (logits [V], key) -> (token, log-prob of it under the filtered distribution)
+  def draw(logits, key):
+    x = sampling.filter_logits(logits, rcfg.temperature, rcfg.top_k, rcfg.top_p)
+    tok = jax.random.categorical(key, x)
+    return tok, jax.nn.log_softmax(x)[tok]
+
+  reset, step_env = jax.jit(ENV.reset), jax.jit(ENV.step_env)
   eoa = ENV.eoa_id
   comp = rcfg.overflow.resolved(ENV.vocab) if isinstance(rcfg.overflow, R.Compaction) else None
   reserve = comp.reserve if comp else 0
@@ -41,7 +49,7 @@ def reference_rollout(params, key, num_envs, rcfg, group_size=1):
   pol_keys = jax.random.split(k_pol, num_envs)
   out = []
   for b in range(num_envs):
-    obs, state = ENV.reset(env_keys[b], EP)
+    obs, state = reset(env_keys[b], EP)
     task = [int(x) for x in obs.tokens[:int(obs.length)]]
     segs = [[]]  # items: (token, kind, turn, trainable, logp)
 
@@ -50,10 +58,9 @@ def reference_rollout(params, key, num_envs, rcfg, group_size=1):
       for i in range(n):
         ids = np.zeros((1, w), np.int32)
         ids[0, :len(seg)] = [x[0] for x in seg]
-        logits = full(jnp.asarray(ids))[len(seg) - 1]
-        x = sampling.filter_logits(logits, rcfg.temperature, rcfg.top_k, rcfg.top_p)
-        tok = int(jax.random.categorical(jax.random.fold_in(key, i), x))
-        seg.append((tok, kind, turn, trainable, float(jax.nn.log_softmax(x)[tok])))
+        tok, logp = draw(full(jnp.asarray(ids))[len(seg) - 1], jax.random.fold_in(key, i))
+        tok = int(tok)
+        seg.append((tok, kind, turn, trainable, float(logp)))
         toks.append(tok)
         if tok == end:
           break
@@ -89,8 +96,8 @@ def reference_rollout(params, key, num_envs, rcfg, group_size=1):
       cur.extend((int(x), kind, t, False, 0.0) for x in obs.tokens[:int(obs.length)])
       act = gen(cur, ka, a, eoa, R.KIND_ACTION, t, True)
       action = jnp.asarray(act + [tk.PAD] * (a - len(act)), jnp.int32)
-      obs, state, r, term, _ = ENV.step_env(jax.random.fold_in(env_keys[b], t + 1), state,
-                                            action, EP)
+      obs, state, r, term, _ = step_env(jax.random.fold_in(env_keys[b], t + 1), state, action,
+                                        EP)
       rewards.append(float(r))
       done = bool(term) or bool(ENV.is_truncated(state, EP))
     out.append((segs, rewards))
@@ -261,18 +268,20 @@ def test_lm_cached_logits_equal_full_pass_at_ragged_positions():
                           vocab_size=tk.V2.size, tokenizer_version=2)
   params = jitted.init_params(cfg, jax.random.PRNGKey(0))
   m = lm_model.DecoderLM(cfg)
+  # jitted (one compile per block width; eager, every op of the model is dispatched on its own)
+  apply = jax.jit(lambda toks, idx, c: m.apply({"params": params}, toks, idx, c))
   seqs = jax.random.randint(jax.random.PRNGKey(1), (3, 20), 0, tk.V2.size)
-  full = m.apply({"params": params}, seqs)[0]                                 # [3, 20, V]
+  full = jax.jit(lambda toks: m.apply({"params": params}, toks)[0])(seqs)     # [3, 20, V]
   cache = lm_model.init_cache(cfg, 3, length=24)                              # scratch slots
   assert cache[0]["k"].shape == (3, 2, 24, 8)                                 # [B, H, T, Dh]
   pos = jnp.array([1, 4, 7])
   blk = jnp.where(jnp.arange(8)[None] < pos[:, None], seqs[:, :8], tk.PAD)    # padded block
-  lg, cache = m.apply({"params": params}, blk, jnp.broadcast_to(jnp.arange(8), (3, 8)), cache)
+  lg, cache = apply(blk, jnp.broadcast_to(jnp.arange(8), (3, 8)), cache)
   for i in range(3):
     np.testing.assert_allclose(lg[i, :int(pos[i])], full[i, :int(pos[i])], atol=1e-5)
   for width in (1, 2, 1, 2, 2, 1, 1):
     idx = pos[:, None] + jnp.arange(width)[None]                              # [3, width]
-    lg, cache = m.apply({"params": params}, jnp.take_along_axis(seqs, idx, 1), idx, cache)
+    lg, cache = apply(jnp.take_along_axis(seqs, idx, 1), idx, cache)
     for i in range(3):
       np.testing.assert_allclose(lg[i], full[i, int(pos[i]):int(pos[i]) + width], atol=1e-5)
     pos = pos + width
