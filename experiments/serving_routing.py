@@ -185,11 +185,6 @@ def _report(c, r: dict, figure: str) -> tuple[str, dict]:
   return md, payload
 
 
-def _per_seed(cells) -> np.ndarray:
-  """[S, W] cells -> [S] per-seed means over the windows (the claims' unit is the seed)."""
-  return np.asarray(cells, np.float64).mean(-1)
-
-
 def _ratio_of_means(a, b) -> float:
   """mean(a) / mean(b) on training windows (NaN where b's mean is 0: that load cannot win)."""
   mb = float(np.mean(b))
@@ -202,8 +197,8 @@ def _claims(c, main, held, table, table_h, base_train, rl_train, rl_sel, sweep, 
   Per claim, the load is chosen on the training windows (RL's ratio of mean goodput over the
   claim's baseline there, highest wins; the held-out cluster's claim takes the load chosen on
   the claims' cluster), the RL variant by its goodput there (rl_sel); the interval is Fieller's
-  on per-seed mean goodput over the evaluation windows; the fair chance is the chosen variant's
-  last budget doubling on the training windows (sampled-action checkpoints)."""
+  over the crossed seeds x evaluation windows (`crossed_fieller`); the fair chance is the chosen
+  variant's last budget doubling on the training windows (sampled-action checkpoints)."""
   reg = {d["id"]: Claim.from_dict(d) for d in common.config_module(NAME).claims(c)}
   n_ck, t = int(c.budget_chunks), c.trace
 
@@ -223,8 +218,8 @@ def _claims(c, main, held, table, table_h, base_train, rl_train, rl_sel, sweep, 
     half = float(np.mean(cells[0])) or 1.0
     fair = {"scores": 100 * np.stack(cells) / half, "scale": "difference",
             "budgets": [float(x) for x in rsetup.checkpoint_steps(c, v)[n_ck // 2 - 1::n_ck // 2]]}
-    r = claim_record(reg[cid], _per_seed(protocol.cells(tab, rl, ld)),
-                     _per_seed(protocol.cells(tab, base(ld), ld)), method="fieller",
+    r = claim_record(reg[cid], protocol.cells(tab, rl, ld), protocol.cells(tab, base(ld), ld),
+                     method="crossed_fieller",
                      selection=[rl_sel[ld], ld_sel], sweep=fair)
     r["note"] = f"{note}; load {ld}; RL = {rl} vs {base(ld)}"
     return r
@@ -232,13 +227,13 @@ def _claims(c, main, held, table, table_h, base_train, rl_train, rl_sel, sweep, 
   best = lambda cl: (lambda ld: cl.best_heur[ld])
   ld_best = load_for(best(main))
   return [
-      row(f"serving_routing.{t}.vs_jsq_48pct.v1", table, lambda ld: "jsq",
+      row(f"serving_routing.{t}.vs_jsq_48pct.v2", table, lambda ld: "jsq",
           load_for(lambda ld: "jsq"), f"on {main.name}"),
-      row(f"serving_routing.{t}.vs_rr_3_5x.v1", table, lambda ld: "round_robin",
+      row(f"serving_routing.{t}.vs_rr_3_5x.v2", table, lambda ld: "round_robin",
           load_for(lambda ld: "round_robin"), f"on {main.name}"),
-      row(f"serving_routing.{t}.rl_vs_heuristic.claims_cluster.v1", table, best(main),
+      row(f"serving_routing.{t}.rl_vs_heuristic.claims_cluster.v2", table, best(main),
           ld_best, f"on {main.name} (trained on)"),
-      row(f"serving_routing.{t}.beats_best_heuristic.heldout_cluster.v1", table_h, best(held),
+      row(f"serving_routing.{t}.beats_best_heuristic.heldout_cluster.v2", table_h, best(held),
           ld_best, f"on {held.name}, never trained on (heuristics tuned on it; load chosen on "
                    f"{main.name})"),
   ]

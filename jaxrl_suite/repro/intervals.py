@@ -9,6 +9,7 @@ Which interval (the measured coverage of the nominal 95% interval is in docs/rep
   unit = seed, one number per seed   -> `t_mean` / `paired_difference` / `log_ratio` / `fieller`
   unit = seed x episode              -> `per_seed_means` first, then as above
   unit = seed x window (crossed)     -> `crossed` (variance components, Satterthwaite df);
+                                        `crossed_fieller` for a ratio of means (cells may be 0);
                                         `two_way_bootstrap` only with >= 16 seeds and windows
   many independent units (>= 30)     -> `bca` (scipy.stats.bootstrap, BCa, paired)
 
@@ -348,6 +349,96 @@ def crossed(x, confidence: float = 0.95, scale: str = "difference") -> Interval:
   return _with_ratio(iv)
 
 
+# Test inversion for `crossed_fieller`: outward steps of |rho| * 2^k bracket each bound, then
+# bisection (2^-60 of the bracket: below float64's resolution of any bound we report).
+_FIELLER_STEPS = np.arange(-20, 41, dtype=np.float64)
+_BISECTIONS = 60
+
+
+def _rejects(a: np.ndarray, b: np.ndarray, theta: np.ndarray, confidence: float) -> np.ndarray:
+  """Whether the crossed interval of the cells a - theta b excludes 0, i.e.
+  (abar - theta bbar)^2 > q(df(theta))^2 Var(theta). a, b [..., S, W]; theta [..., K] -> [..., K].
+  """
+  x = a[..., None, :, :] - theta[..., None, None] * b[..., None, :, :]
+  _, lo, hi, _, _, _ = crossed_bounds(x, confidence)
+  return (lo > 0) | (hi < 0)
+
+
+def _fieller_bound(a, b, rho, step, direction: float, confidence: float) -> np.ndarray:
+  """The accepted set's end on one side of rho ([...]); +-inf when no step up to |rho| 2^40
+  (times `direction`) is rejected."""
+  far = rho[..., None] + direction * step[..., None] * 2.0 ** _FIELLER_STEPS
+  rej = _rejects(a, b, far, confidence)
+  found = rej.any(-1)
+  k = np.argmax(rej, -1)
+  outer = np.take_along_axis(far, k[..., None], -1)[..., 0]
+  inner = np.where(k > 0, np.take_along_axis(far, np.maximum(k - 1, 0)[..., None], -1)[..., 0],
+                   rho)
+  for _ in range(_BISECTIONS):
+    mid = 0.5 * (inner + outer)
+    r = _rejects(a, b, mid[..., None], confidence)[..., 0]
+    outer, inner = np.where(r, mid, outer), np.where(r, inner, mid)
+  return np.where(found, 0.5 * (inner + outer), direction * np.inf)
+
+
+def crossed_fieller_bounds(a: np.ndarray, b: np.ndarray, confidence: float = 0.95):
+  """Vectorised Fieller interval of rho = mean(a) / mean(b) over crossed seeds x windows.
+
+  a, b [..., S, W], paired by cell (the same seed and traffic window). The set
+    {rho : (abar - rho bbar)^2 <= q(df_rho)^2 Var(abar - rho bbar)},
+  with Var and its Satterthwaite df those of `crossed_bounds` on the cells a_sw - rho b_sw
+  (seeds and windows both random). The truncated variance components make Var piecewise
+  quadratic in rho, so the set is found by test inversion from rho-hat outward (bracketing,
+  then bisection), not by the closed form of `fieller_bounds`. Zero cells are fine (no logs).
+  Returns (rho, lo, hi, df, sd_log): df at rho-hat, sd_log the delta-method SD of log rho per
+  seed at these windows.
+  """
+  a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+  ma, mb = a.mean((-2, -1)), b.mean((-2, -1))
+  with np.errstate(divide="ignore", invalid="ignore"):
+    rho = ma / mb
+    ok = np.isfinite(rho)
+    r = np.where(ok, rho, 0.0)
+    step = np.where(r != 0, np.abs(r), 1.0)
+    _, _, _, df, sd, _ = crossed_bounds(a - r[..., None, None] * b, confidence)
+    lo = _fieller_bound(a, b, r, step, -1.0, confidence)
+    hi = _fieller_bound(a, b, r, step, 1.0, confidence)
+    sd_log = sd / np.abs(ma)
+  # An unbounded side means the set is a half-line or the complement of an interval (the
+  # denominator may be 0): reported as (-inf, inf), as `fieller_bounds` does.
+  bounded = ok & np.isfinite(lo) & np.isfinite(hi)
+  return (rho, np.where(bounded, lo, -np.inf), np.where(bounded, hi, np.inf), df,
+          np.where(ok, sd_log, np.nan))
+
+
+def crossed_fieller(a, b, confidence: float = 0.95) -> Interval:
+  """Fieller's CI of mean(a) / mean(b) over crossed seeds x windows (`crossed_fieller_bounds`).
+
+  For a claim about a ratio of total goodputs on a design where a new run draws new seeds AND
+  new traffic windows: a per-seed Fieller over window means treats the windows as fixed (and is
+  near zero width when a deterministic policy meets the same windows on every seed); a crossed
+  log-ratio fails on a window with zero goodput. With one window this is the paired Fieller
+  over seeds.
+  """
+  a, b = _cells(a, "crossed_fieller a"), _cells(b, "crossed_fieller b")
+  _same_units(a, b, "crossed_fieller")
+  s, w = a.shape
+  if s < 2:
+    return _unbounded(a.mean() / b.mean() if b.mean() else math.nan, "crossed_fieller", s,
+                      "ratio", confidence, "one seed: seed-to-seed variance cannot be "
+                      "estimated; use >= 3 seeds")
+  if w < 2:
+    iv = fieller(a[:, 0], b[:, 0], confidence)
+    return dataclasses.replace(iv, method="crossed_fieller", why="one window: " + iv.why)
+  rho, lo, hi, df, sd = crossed_fieller_bounds(a, b, confidence)
+  why = (f"ratio of means over crossed seeds x windows ({s} x {w}): Fieller by test inversion "
+         "of the variance-components interval")
+  if not np.isfinite(lo) or not np.isfinite(hi):
+    why += "; unbounded: the denominator's mean is not significantly different from 0"
+  return Interval(float(rho), float(lo), float(hi), "crossed_fieller", s, "ratio", float(df),
+                  float(sd), confidence, why, {"n_windows": int(w)})
+
+
 def _with_ratio(iv: Interval) -> Interval:
   if iv.scale != "log_ratio":
     return iv
@@ -431,8 +522,8 @@ def bca(*samples, statistic: str = "mean", confidence: float = 0.95, n_resamples
 # ----------------------------------------------------------------------------------------------
 # Recompute from stored samples
 
-METHODS = ("t_mean", "paired_difference", "log_ratio", "fieller", "crossed", "two_way_bootstrap",
-           "bca")
+METHODS = ("t_mean", "paired_difference", "log_ratio", "fieller", "crossed", "crossed_fieller",
+           "two_way_bootstrap", "bca")
 
 
 def compute(method: str, samples: Mapping[str, Any], params: Mapping[str, Any] | None = None
@@ -468,6 +559,8 @@ def compute(method: str, samples: Mapping[str, Any], params: Mapping[str, Any] |
     return log_ratio(*need("a", "b"), confidence=conf)
   if method == "fieller":
     return fieller(*need("a", "b"), confidence=conf, paired=params.pop("paired", True))
+  if method == "crossed_fieller":
+    return crossed_fieller(*need("a", "b"), confidence=conf)
   if method in ("crossed", "two_way_bootstrap"):
     x, scale = _crossed_input(data, params.pop("transform", None), method)
     if method == "crossed":

@@ -99,7 +99,7 @@ def claim_record(claim: Claim, a, b=None, *, method: str | None = None,
 _METHODS_FOR_UNIT = {
     "seed": ("t_mean", "paired_difference", "log_ratio", "fieller", "bca"),
     "seed x episode": ("t_mean", "paired_difference", "log_ratio", "fieller", "bca"),
-    "seed x window": ("crossed", "two_way_bootstrap"),
+    "seed x window": ("crossed", "crossed_fieller", "two_way_bootstrap"),
 }
 
 

@@ -129,6 +129,10 @@ def test_quick_reproduction_end_to_end(tmp_path, name, monkeypatch):
     assert len(rec["bc"]["accuracy_per_seed"]) == c.num_seeds
     held = [cl for cl in rec["claims"] if "never trained on" in cl["claim"]]
     assert len(held) == 1 and held[0]["verdict"] in results.VERDICTS
+    # crossed seeds x evaluation windows: [S][W] cells per arm, Fieller by test inversion
+    for cl in rec["claims"]:
+      assert cl["repro"]["interval"]["method"] == "crossed_fieller"
+      assert np.shape(cl["repro"]["samples"]["a"]) == (c.num_seeds, c.n_eval_windows)
     assert rec["resumed_stages"] == []
     # each policy's own SLO capacity on both clusters; the held-out one extrapolates
     pols = {k.rsplit("@", 1)[0] for k in rec["summary"]}

@@ -81,6 +81,37 @@ def test_variance_components_interval_covers_crossed_seeds_and_windows(shape, mo
   assert LO <= _covers(lo, hi, 0.7) <= HI
 
 
+def _ratio_cells(rng, s, w, sd_seed, sd_window, sd_noise):
+  """Goodput-like cells [DRAWS, S, W]: a and b share seed and window effects only in part
+  (a - rho b keeps every component); the true ratio of means is 1.2."""
+  zs, zw = rng.normal(0, 1, (DRAWS, s, 1)), rng.normal(0, 1, (DRAWS, 1, w))
+  a = (12 + sd_seed * (zs + rng.normal(0, 1, (DRAWS, s, 1)))
+       + sd_window * (1.5 * zw + rng.normal(0, 1, (DRAWS, 1, w)))
+       + rng.normal(0, sd_noise, (DRAWS, s, w)))
+  b = 10 + sd_seed * zs + sd_window * zw + rng.normal(0, sd_noise, (DRAWS, s, w))
+  return a, b
+
+
+@pytest.mark.parametrize("model", CROSSED_MODELS)
+@pytest.mark.parametrize("shape", [(4, 8), (8, 4)])
+def test_crossed_fieller_covers_a_ratio_of_means_over_seeds_and_windows(shape, model):
+  rng = np.random.default_rng(470 + 10 * shape[0] + CROSSED_MODELS.index(model))
+  a, b = _ratio_cells(rng, *shape, *model)
+  _, lo, hi, _, _ = iv.crossed_fieller_bounds(a, b)
+  assert LO <= _covers(lo, hi, 1.2) <= HI
+
+
+def test_a_per_seed_fieller_ignores_the_window_factor_and_under_covers():
+  """Why the routing claims moved to crossed_fieller (v2): Fieller over per-seed window means
+  (v1) treats the traffic windows as fixed."""
+  rng = np.random.default_rng(480)
+  a, b = _ratio_cells(rng, 4, 8, 0.05, 1.0, 0.3)
+  _, lo, hi, _, _ = iv.fieller_bounds(a.mean(-1), b.mean(-1))
+  assert _covers(lo, hi, 1.2) < 0.8
+  _, lo, hi, _, _ = iv.crossed_fieller_bounds(a, b)
+  assert LO <= _covers(lo, hi, 1.2) <= HI
+
+
 def test_a_t_over_seed_means_ignores_the_window_factor_and_under_covers():
   """Why crossed() exists: averaging windows per seed and taking a t over 4 seeds treats the 8
   windows as fixed; when windows vary (a new run gets new traffic) it under-covers."""

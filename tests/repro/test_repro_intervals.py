@@ -127,6 +127,71 @@ def test_crossed_with_one_seed_or_one_window():
   assert "one window" in one_window.why
 
 
+def _crossed_fieller_by_grid(a, b, grid):
+  """Reference: the crossed Fieller set on a grid, each rho tested by the hand ANOVA of the
+  cells a - rho b (Satterthwaite df, components truncated at 0)."""
+  s, w = a.shape
+  inside = []
+  for rho in grid:
+    d = a - rho * b
+    ms = np.array(_two_way_anova(d))
+    c = np.array([ms[0] > ms[2], ms[1] > ms[2], 0.0], float)
+    c[2] = 1.0 - c[0] - c[1]
+    v = float(c @ ms)
+    den = float(((c * ms) ** 2 / np.array([s - 1, w - 1, (s - 1) * (w - 1)])).sum())
+    df = v ** 2 / den if den > 0 else (s - 1) * (w - 1)
+    inside.append(abs(d.mean()) <= stats.t.ppf(0.975, df) * math.sqrt(v / (s * w)))
+  inside = np.array(inside)
+  return grid[inside].min(), grid[inside].max()
+
+
+def _goodput_cells(rng, s=4, w=8):
+  """Positive goodput-like cells with seed, window and residual effects, a window at zero."""
+  win = rng.gamma(4.0, 1.0, (1, w))
+  b = win * (1 + 0.1 * rng.normal(size=(s, 1))) + 0.3 * rng.normal(size=(s, w)) ** 2
+  a = 1.3 * win * (1 + 0.1 * rng.normal(size=(s, 1))) + 0.3 * rng.normal(size=(s, w)) ** 2
+  a[:, 0] = b[:, 0] = 0.0      # a window nobody served: no log-ratio exists, Fieller is fine
+  return a, b
+
+
+def test_crossed_fieller_matches_a_grid_search_of_its_defining_set():
+  a, b = _goodput_cells(np.random.default_rng(3))
+  got = iv.crossed_fieller(a, b)
+  grid = np.linspace(got.estimate - 0.6, got.estimate + 0.6, 1201)   # steps of 1e-3
+  lo, hi = _crossed_fieller_by_grid(a, b, grid)
+  assert lo > grid[0] and hi < grid[-1]   # the grid brackets the set
+  # then steps of 1e-6 across each end
+  lo = _crossed_fieller_by_grid(a, b, np.linspace(lo - 1e-3, lo, 1001))[0]
+  hi = _crossed_fieller_by_grid(a, b, np.linspace(hi, hi + 1e-3, 1001))[1]
+  assert got.estimate == pytest.approx(a.mean() / b.mean()) and got.scale == "ratio"
+  assert got.lo == pytest.approx(lo, abs=2e-6) and got.hi == pytest.approx(hi, abs=2e-6)
+  assert got.n_units == 4 and got.extra["n_windows"] == 8
+
+
+def test_crossed_fieller_sees_windows_a_seed_unit_misses():
+  """A deterministic policy meets the same windows on every seed: per-seed Fieller over window
+  means is a point; the crossed interval keeps the traffic's spread."""
+  rng = np.random.default_rng(4)
+  win = rng.gamma(4.0, 1.0, 8)
+  a = np.tile(2.9 * win + rng.normal(0, 0.5, 8), (4, 1))
+  b = np.tile(win, (4, 1))
+  seed_unit = iv.fieller(a.mean(1), b.mean(1))
+  got = iv.crossed_fieller(a, b)
+  assert seed_unit.hi - seed_unit.lo == pytest.approx(0.0, abs=1e-12)
+  assert got.lo < got.estimate - 0.02 and got.hi > got.estimate + 0.02
+
+
+def test_crossed_fieller_with_one_window_is_paired_fieller_and_unbounded_near_zero():
+  rng = np.random.default_rng(5)
+  a, b = rng.gamma(4.0, 1.0, (5, 1)), rng.gamma(4.0, 1.0, (5, 1))
+  got, ref = iv.crossed_fieller(a, b), iv.fieller(a[:, 0], b[:, 0])
+  assert (got.lo, got.hi, got.method) == (ref.lo, ref.hi, "crossed_fieller")
+  b0 = rng.normal(0, 1, (4, 8))     # denominator mean not significantly nonzero
+  wide = iv.crossed_fieller(rng.gamma(4.0, 1.0, (4, 8)), b0)
+  assert math.isinf(wide.lo) and math.isinf(wide.hi) and "unbounded" in wide.why
+  assert math.isinf(iv.crossed_fieller(np.ones((1, 8)), np.ones((1, 8))).hi)
+
+
 def test_two_way_bootstrap_is_refused_below_its_calibrated_size():
   with pytest.raises(ValueError, match="crossed"):
     iv.two_way_bootstrap(np.zeros((4, 8)))
