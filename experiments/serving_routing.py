@@ -199,8 +199,11 @@ def _claims(c, main, held, table, table_h, base_train, rl_train, rl_sel, sweep, 
   the claims' cluster), the RL variant by its goodput there (rl_sel); the interval is Fieller's
   over the crossed seeds x evaluation windows (`crossed_fieller`); the fair chance is the chosen
   variant's last budget doubling on the training windows (sampled-action checkpoints)."""
-  reg = {d["id"]: Claim.from_dict(d) for d in common.config_module(NAME).claims(c)}
-  n_ck, t = int(c.budget_chunks), c.trace
+  # The registry keyed by the claim's name, "serving_routing.<trace>.<name>.v<k>" -> "<name>":
+  # the trace and the version are the config's alone.
+  reg = {d["id"].split(".", 2)[2].rsplit(".", 1)[0]: Claim.from_dict(d)
+         for d in common.config_module(NAME).claims(c)}
+  n_ck = int(c.budget_chunks)
 
   def load_for(base_of) -> selection.Selection:
     return selection.pick_load(
@@ -209,7 +212,7 @@ def _claims(c, main, held, table, table_h, base_train, rl_train, rl_sel, sweep, 
         data=f"RL / baseline mean goodput on {main.name}'s {c.n_select_windows} training "
              f"windows x {len(seeds)} seeds")
 
-  def row(cid, tab, base, ld_sel, note):
+  def row(name, tab, base, ld_sel, note):
     ld = c.loads[ld_sel.candidates.index(ld_sel.choice)] if ld_sel.ok else max(c.loads)
     rl = rl_sel[ld].choice
     v = rl.split("-")[0]
@@ -218,7 +221,7 @@ def _claims(c, main, held, table, table_h, base_train, rl_train, rl_sel, sweep, 
     half = float(np.mean(cells[0])) or 1.0
     fair = {"scores": 100 * np.stack(cells) / half, "scale": "difference",
             "budgets": [float(x) for x in rsetup.checkpoint_steps(c, v)[n_ck // 2 - 1::n_ck // 2]]}
-    r = claim_record(reg[cid], protocol.cells(tab, rl, ld), protocol.cells(tab, base(ld), ld),
+    r = claim_record(reg[name], protocol.cells(tab, rl, ld), protocol.cells(tab, base(ld), ld),
                      method="crossed_fieller",
                      selection=[rl_sel[ld], ld_sel], sweep=fair)
     r["note"] = f"{note}; load {ld}; RL = {rl} vs {base(ld)}"
@@ -227,13 +230,13 @@ def _claims(c, main, held, table, table_h, base_train, rl_train, rl_sel, sweep, 
   best = lambda cl: (lambda ld: cl.best_heur[ld])
   ld_best = load_for(best(main))
   return [
-      row(f"serving_routing.{t}.vs_jsq_48pct.v2", table, lambda ld: "jsq",
+      row("vs_jsq_48pct", table, lambda ld: "jsq",
           load_for(lambda ld: "jsq"), f"on {main.name}"),
-      row(f"serving_routing.{t}.vs_rr_3_5x.v2", table, lambda ld: "round_robin",
+      row("vs_rr_3_5x", table, lambda ld: "round_robin",
           load_for(lambda ld: "round_robin"), f"on {main.name}"),
-      row(f"serving_routing.{t}.rl_vs_heuristic.claims_cluster.v2", table, best(main),
+      row("rl_vs_heuristic.claims_cluster", table, best(main),
           ld_best, f"on {main.name} (trained on)"),
-      row(f"serving_routing.{t}.beats_best_heuristic.heldout_cluster.v2", table_h, best(held),
+      row("beats_best_heuristic.heldout_cluster", table_h, best(held),
           ld_best, f"on {held.name}, never trained on (heuristics tuned on it; load chosen on "
                    f"{main.name})"),
   ]
